@@ -1,0 +1,8 @@
+"""CoMLRL pbrl package."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("comlrl-pbrl")
+except PackageNotFoundError:  # a source tree without an install
+    __version__ = "0+local"
