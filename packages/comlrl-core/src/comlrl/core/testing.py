@@ -20,21 +20,61 @@ EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 
 _SUBJECTS = [
-    "the cat", "a small dog", "the old sailor", "my neighbour", "a quiet robot", "the baker",
-    "two children", "the fox", "a tired farmer", "the young queen", "an owl", "the painter",
+    "the cat",
+    "a small dog",
+    "the old sailor",
+    "my neighbour",
+    "a quiet robot",
+    "the baker",
+    "two children",
+    "the fox",
+    "a tired farmer",
+    "the young queen",
+    "an owl",
+    "the painter",
 ]
 _VERBS = [
-    "walked", "sang", "found a key", "looked at the sea", "baked bread", "told a story",
-    "climbed the hill", "waited", "laughed", "wrote a letter", "built a boat", "slept",
+    "walked",
+    "sang",
+    "found a key",
+    "looked at the sea",
+    "baked bread",
+    "told a story",
+    "climbed the hill",
+    "waited",
+    "laughed",
+    "wrote a letter",
+    "built a boat",
+    "slept",
 ]
 _TAILS = [
-    "", "in the rain", "near the river", "before the sun came up", "with a red hat",
-    "and then went home to rest by the warm fire", "because the night was long and cold",
-    "while the bells of the little town rang again and again", "under the tall green trees",
-    "and nobody knew why", "all day long", "for a friend who lived far away across the hills",
+    "",
+    "in the rain",
+    "near the river",
+    "before the sun came up",
+    "with a red hat",
+    "and then went home to rest by the warm fire",
+    "because the night was long and cold",
+    "while the bells of the little town rang again and again",
+    "under the tall green trees",
+    "and nobody knew why",
+    "all day long",
+    "for a friend who lived far away across the hills",
 ]
-_TOPICS = ["a cat", "the sea", "a robot", "a garden", "winter", "a lost key", "a dragon",
-           "the moon", "a bakery", "a long journey", "a river", "an old house"]
+_TOPICS = [
+    "a cat",
+    "the sea",
+    "a robot",
+    "a garden",
+    "winter",
+    "a lost key",
+    "a dragon",
+    "the moon",
+    "a bakery",
+    "a long journey",
+    "a river",
+    "an old house",
+]
 
 
 def corpus(num_lines: int = 600, seed: int = 0) -> list[str]:
@@ -44,8 +84,10 @@ def corpus(num_lines: int = 600, seed: int = 0) -> list[str]:
     for _ in range(num_lines):
         topic = rng.choice(_TOPICS)
         n = rng.randint(1, 3)
-        parts = [f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_TAILS)}".strip()
-                 for _ in range(n)]
+        parts = [
+            f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_TAILS)}".strip()
+            for _ in range(n)
+        ]
         story = ". ".join(p[0].upper() + p[1:] for p in parts) + "."
         lines.append(f"Write a story about {topic}. {story}")
     return lines
@@ -89,22 +131,43 @@ def build_tokenizer(vocab_size: int = 320, separate_pad: bool = False):
 
 _SIZES = {
     # about 0.1M parameters with a 320-token vocabulary
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
     # about 8M parameters
-    "small": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
-                  num_attention_heads=8, num_key_value_heads=4),
+    "small": dict(
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+    ),
 }
 
 
-def build_config(arch: str = "qwen2", size: str = "tiny", vocab_size: int = 320,
-                 eos_token_id: int = 0, pad_token_id: int = 0, max_positions: int = 512):
+def build_config(
+    arch: str = "qwen2",
+    size: str = "tiny",
+    vocab_size: int = 320,
+    eos_token_id: int = 0,
+    pad_token_id: int = 0,
+    max_positions: int = 512,
+):
     """A transformers config for a tiny model of the given architecture."""
     if size not in _SIZES:
         raise ValueError(f"size must be one of {sorted(_SIZES)}, got {size!r}.")
     dims = _SIZES[size]
-    common = dict(vocab_size=vocab_size, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                  bos_token_id=eos_token_id, tie_word_embeddings=True)
+    common = dict(
+        vocab_size=vocab_size,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=eos_token_id,
+        tie_word_embeddings=True,
+    )
     if arch == "qwen2":
         from transformers import Qwen2Config
 
@@ -116,19 +179,30 @@ def build_config(arch: str = "qwen2", size: str = "tiny", vocab_size: int = 320,
     if arch == "gpt2":
         from transformers import GPT2Config
 
-        return GPT2Config(n_embd=dims["hidden_size"], n_layer=dims["num_hidden_layers"],
-                          n_head=dims["num_attention_heads"], n_inner=dims["intermediate_size"],
-                          n_positions=max_positions, **common)
+        return GPT2Config(
+            n_embd=dims["hidden_size"],
+            n_layer=dims["num_hidden_layers"],
+            n_head=dims["num_attention_heads"],
+            n_inner=dims["intermediate_size"],
+            n_positions=max_positions,
+            **common,
+        )
     raise ValueError(f"arch must be one of 'qwen2', 'llama', 'gpt2', got {arch!r}.")
 
 
-def build_model(tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 0,
-                pretrain_steps: int = 0):
+def build_model(
+    tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 0, pretrain_steps: int = 0
+):
     """Build a randomly initialised causal LM for ``tokenizer``, optionally pre-trained briefly."""
     from transformers import AutoModelForCausalLM
 
-    config = build_config(arch, size, vocab_size=len(tokenizer),
-                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = build_config(
+        arch,
+        size,
+        vocab_size=len(tokenizer),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)
@@ -140,7 +214,7 @@ def build_model(tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 
     return model
 
 
-def _pretrain(model, tokenizer, steps: int, seed: int, batch_size: int = 32) -> None:
+def _pretrain(model, tokenizer, steps: int, seed: int, batch_size: int = 16) -> None:
     """Teach the model the corpus, each line ended by EOS, so samples stop at varied lengths."""
     rng = random.Random(seed)
     lines = corpus()
@@ -167,19 +241,32 @@ def _pretrain(model, tokenizer, steps: int, seed: int, batch_size: int = 32) -> 
 def default_cache_root() -> Path:
     """Where :func:`tiny_model_dir` keeps built models (``COMLRL_CACHE`` overrides)."""
     root = os.environ.get("COMLRL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "comlrl")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "comlrl"
+    )
     return Path(root)
 
 
-def tiny_model_dir(root: str | os.PathLike | None = None, arch: str = "qwen2", size: str = "tiny",
-                   seed: int = 0, pretrain_steps: int = 150, separate_pad: bool = False) -> str:
+def tiny_model_dir(
+    root: str | os.PathLike | None = None,
+    arch: str = "qwen2",
+    size: str = "tiny",
+    seed: int = 0,
+    pretrain_steps: int = 120,
+    separate_pad: bool = False,
+) -> str:
     """Build (once) and save a tiny model plus tokenizer; return the directory.
 
     The directory is keyed by every argument, so repeated calls reuse it. It loads with
     ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained`` like a hub model.
     """
-    spec = dict(arch=arch, size=size, seed=seed, pretrain_steps=pretrain_steps,
-                separate_pad=separate_pad, v=1)
+    spec = dict(
+        arch=arch,
+        size=size,
+        seed=seed,
+        pretrain_steps=pretrain_steps,
+        separate_pad=separate_pad,
+        v=1,
+    )
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     base = Path(root) if root is not None else default_cache_root() / "tiny-models"
     target = base / f"{arch}-{size}-{key}"
@@ -201,8 +288,13 @@ def tiny_model_dir(root: str | os.PathLike | None = None, arch: str = "qwen2", s
     return str(target)
 
 
-def tiny_pair(arch: str = "qwen2", size: str = "tiny", seed: int = 0, pretrain_steps: int = 0,
-              separate_pad: bool = False):
+def tiny_pair(
+    arch: str = "qwen2",
+    size: str = "tiny",
+    seed: int = 0,
+    pretrain_steps: int = 0,
+    separate_pad: bool = False,
+):
     """A ``(model, tokenizer)`` pair built in memory, for unit tests."""
     tokenizer = build_tokenizer(separate_pad=separate_pad)
     model = build_model(tokenizer, arch=arch, size=size, seed=seed, pretrain_steps=pretrain_steps)

@@ -1,8 +1,25 @@
-"""CoMLRL reinforce package."""
+"""CoMLRL REINFORCE family: MAGRPO, MAREINFORCE, MARLOO and MAReMax."""
 
 from importlib.metadata import PackageNotFoundError, version
+
+from comlrl.reinforce.config import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from comlrl.reinforce.magrpo import MAGRPOTrainer, NodeSample
+from comlrl.reinforce.variants import MAREINFORCETrainer, MAReMaxTrainer, MARLOOTrainer
 
 try:
     __version__ = version("comlrl-reinforce")
 except PackageNotFoundError:  # a source tree without an install
     __version__ = "0+local"
+
+__all__ = [
+    "MAGRPOConfig",
+    "MAGRPOTrainer",
+    "MAREINFORCEConfig",
+    "MAREINFORCETrainer",
+    "MARLOOConfig",
+    "MARLOOTrainer",
+    "MAReMaxConfig",
+    "MAReMaxTrainer",
+    "NodeSample",
+    "__version__",
+]

@@ -63,8 +63,9 @@ def check_number(
     return value
 
 
-def normalize_choice(name: str, value: Any, choices: Iterable[str],
-                     aliases: dict[str, str] | None = None) -> str:
+def normalize_choice(
+    name: str, value: Any, choices: Iterable[str], aliases: dict[str, str] | None = None
+) -> str:
     """Lower-case and strip a string option, map aliases, and require one of ``choices``."""
     allowed = list(choices)
     if not isinstance(value, str):

@@ -1,0 +1,1 @@
+"""Atomic, resumable checkpoints of a whole training run."""

@@ -1,0 +1,118 @@
+"""The ``comlrl`` command: train, list."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
+from comlrl.core.launch import DEFAULT_RUN, run_training
+from comlrl.core.registry import available_algorithms, available_tasks, load_task
+
+_EPILOG = """examples:
+  comlrl train                                  # two tiny agents, length-ratio task, MAGRPO
+  comlrl train --config examples/length_ratio.yaml
+  comlrl train --set magrpo.num_train_epochs=2 --set magrpo.num_turns=2
+  comlrl train --algo marloo --task length_ratio
+  comlrl list
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="comlrl",
+        description="Cooperative multi-LLM reinforcement learning.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    train = sub.add_parser(
+        "train",
+        help="train agents (defaults: two tiny offline agents, length ratio, MAGRPO)",
+        description="Train cooperating agents. Without arguments: two tiny offline agents learn "
+        "the length-ratio task with MAGRPO and write runs/<name>/ (config.yaml, "
+        "metrics.jsonl, agents/).",
+    )
+    train.add_argument(
+        "--config",
+        metavar="FILE.yaml",
+        help="run file in the task-repo YAML schema (merged over the defaults)",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one field, e.g. magrpo.num_turns=2 (repeatable; values are YAML)",
+    )
+    train.add_argument("--override", dest="overrides", action="append", help=argparse.SUPPRESS)
+    train.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
+    train.add_argument("--task", help="registered task (see `comlrl list`)")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="PATH|latest",
+        help="continue from a checkpoint dir, a run dir, or 'latest' of --config's run",
+    )
+    sub.add_parser("list", help="list installed algorithms and tasks")
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    run = DEFAULT_RUN
+    if args.config:
+        user = load_yaml(args.config)
+        algo_in_file = user.get("algorithm")
+        if algo_in_file and str(algo_in_file).lower() != "magrpo":
+            run = {k: v for k, v in run.items() if k != "magrpo"}
+        run = deep_merge(run, user)
+    if args.algo:
+        algo = args.algo.lower()
+        if algo != str(run.get("algorithm", "magrpo")).lower():
+            section = run.get(str(run.get("algorithm", "magrpo")).lower())
+            run = {k: v for k, v in run.items() if k != str(run.get("algorithm")).lower()}
+            run[algo] = section or {}
+        run["algorithm"] = algo
+    if args.task:
+        run["task"] = {"name": args.task, "options": {}}
+    run = apply_overrides(run, args.overrides)
+    resume = args.resume
+    if resume == "latest":
+        out = run.get("output") or {}
+        if not out.get("run_name"):
+            raise SystemExit("--resume latest needs output.run_name (or pass the run dir).")
+        import os
+
+        resume = os.path.join(out.get("base_dir") or "runs", out["run_name"])
+    run_dir = run_training(run, resume=resume)
+    print(f"run written to {run_dir}")
+    return 0
+
+
+def _list() -> int:
+    print("algorithms:")
+    for name in available_algorithms():
+        print(f"  {name}")
+    print("tasks:")
+    for name in available_tasks():
+        desc = getattr(load_task(name), "description", "")
+        print(f"  {name:<18} {desc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``comlrl`` command."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        return _train(args)
+    if args.command == "list":
+        return _list()
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""One logger per trainer, fanning metrics out to every sink with one monotonic step counter."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from comlrl.core.logging.jsonl import JsonlSink
+from comlrl.core.logging.wandb_sink import WandbSink, wandb_init_kwargs
+
+
+class MetricLogger:
+    """Fans metrics out to a JSONL file (always) and W&B (when configured).
+
+    Steps must not go backwards: a record at a lower step than the last one is logged at the
+    last step instead, so W&B never drops it. Only the main process logs (``enabled=False``
+    elsewhere).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike | None,
+        *,
+        wandb_config: dict | None = None,
+        run_config: dict | None = None,
+        default_name: str = "comlrl",
+        enabled: bool = True,
+    ):
+        self.enabled = enabled
+        self.run_dir = str(run_dir) if run_dir is not None else None
+        self.last_step = -1
+        self.jsonl: JsonlSink | None = None
+        self.wandb: WandbSink | None = None
+        self._wandb_config = wandb_config
+        self._run_config = dict(run_config or {})
+        self._default_name = default_name
+        if enabled and self.run_dir is not None:
+            self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
+
+    def start_wandb(self, resume_id: str | None = None) -> str | None:
+        """Open the W&B run (resuming ``resume_id`` when given); returns its id."""
+        if not self.enabled or self._wandb_config is None or self.wandb is not None:
+            return self.wandb.run_id if self.wandb else None
+        kwargs = wandb_init_kwargs(self._wandb_config, self._run_config, self._default_name)
+        if resume_id is not None and "id" not in kwargs:
+            kwargs["id"] = resume_id
+            kwargs.setdefault("resume", "allow")
+        self.wandb = WandbSink(kwargs)
+        return self.wandb.run_id
+
+    @property
+    def wandb_run_id(self) -> str | None:
+        """The W&B run id, or None."""
+        return self.wandb.run_id if self.wandb is not None else None
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        """Send ``metrics`` to every sink at ``step``."""
+        if not self.enabled or not metrics:
+            return
+        step = max(int(step), self.last_step)
+        self.last_step = step
+        if self.jsonl is not None:
+            self.jsonl.write(metrics, step)
+        if self.wandb is not None:
+            self.wandb.write(metrics, step)
+
+    @property
+    def records_written(self) -> int:
+        """How many JSONL records the run dir holds (a resume cursor)."""
+        return self.jsonl.count if self.jsonl is not None else 0
+
+    def rewind(self, records: int, step: int) -> None:
+        """Keep the first ``records`` JSONL records and continue from ``step`` (resume)."""
+        self.last_step = step
+        if self.jsonl is not None:
+            self.jsonl.truncate(records)
+
+    def close(self, finish_wandb: bool = True) -> None:
+        """Close the JSONL file and, unless told otherwise, finish the W&B run."""
+        if self.jsonl is not None:
+            self.jsonl.close()
+            self.jsonl = None
+        if finish_wandb and self.wandb is not None:
+            self.wandb.close()
+            self.wandb = None

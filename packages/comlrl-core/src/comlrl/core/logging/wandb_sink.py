@@ -1,0 +1,63 @@
+"""Weights & Biases sink. ``wandb`` is imported only when a ``wandb_config`` is given."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_INIT_KEYS = ("project", "entity", "dir", "tags", "id", "resume", "mode", "group", "notes")
+
+
+def wandb_init_kwargs(
+    wandb_config: dict[str, Any], run_config: dict[str, Any], default_name: str
+) -> dict[str, Any]:
+    """Arguments for ``wandb.init`` from a user's ``wandb_config`` and the run's config.
+
+    Recognised keys: project (default "comlrl"), entity, name or run_name, dir (created), tags,
+    id, resume, mode, group, notes, and config_sections (merged into the logged config).
+    """
+    cfg = dict(wandb_config)
+    kwargs: dict[str, Any] = {"project": cfg.get("project") or "comlrl"}
+    for key in _INIT_KEYS[1:]:
+        if cfg.get(key) is not None:
+            kwargs[key] = cfg[key]
+    if "tags" in kwargs and not isinstance(kwargs["tags"], list):
+        kwargs.pop("tags")
+    kwargs["name"] = cfg.get("name") or cfg.get("run_name") or default_name
+    if kwargs.get("dir"):
+        os.makedirs(kwargs["dir"], exist_ok=True)
+    config = dict(run_config)
+    sections = cfg.get("config_sections") or {}
+    config.update(sections)
+    dataset = sections.get("dataset") if isinstance(sections, dict) else None
+    if isinstance(dataset, dict):
+        config.setdefault("dataset_name", dataset.get("name"))
+        config.setdefault("dataset_type", dataset.get("type"))
+    kwargs["config"] = config
+    return kwargs
+
+
+class WandbSink:
+    """Logs metrics to one W&B run; ``run_id`` lets a resumed run continue the same run."""
+
+    def __init__(self, init_kwargs: dict[str, Any]):
+        try:
+            import wandb
+        except ImportError as exc:
+            raise ImportError(
+                "wandb_config was given but wandb is not installed; install the extra with "
+                "`pip install 'comlrl-core[wandb]'` or drop wandb_config."
+            ) from exc
+        self._wandb = wandb
+        self.run = wandb.init(**init_kwargs)
+        self.run_id = self.run.id
+
+    def write(self, metrics: dict[str, Any], step: int) -> None:
+        """Log ``metrics`` at ``step``."""
+        self.run.log(dict(metrics), step=int(step))
+
+    def close(self) -> None:
+        """Finish the run."""
+        if self.run is not None:
+            self.run.finish()
+            self.run = None

@@ -1,0 +1,160 @@
+"""Batched sampling: every prompt of a batch times K samples in as few ``generate`` calls as the
+memory budget allows. Records keep token ids, so nothing is re-tokenized from text later."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    """Sampling settings shared by training rollouts (eval may use a greedy copy)."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    do_sample: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``model.generate``; explicit so a model's own
+        ``generation_config`` (repetition penalties, other top-k) never applies silently."""
+        kwargs: dict[str, Any] = dict(max_new_tokens=self.max_new_tokens, num_beams=1)
+        if self.do_sample:
+            kwargs.update(
+                do_sample=True,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=0 if self.top_k is None else self.top_k,
+            )
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        kwargs.update(repetition_penalty=None, no_repeat_ngram_size=None)
+        kwargs.update({k: v for k, v in self.extra.items() if k != "do_sample"})
+        return {k: v for k, v in kwargs.items() if v is not None or k in self.extra}
+
+
+@dataclass
+class PromptSamples:
+    """K sampled completions of one prompt."""
+
+    prompt: str
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    texts: list[str]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(c) for c in self.completion_ids)
+
+
+def tokenize_prompts(tokenizer, prompts: Sequence[str], max_length: int | None = None):
+    """Token ids of each prompt (no padding); truncated from the left to ``max_length``."""
+    ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    if max_length is not None:
+        ids = [x[-max_length:] for x in ids]
+    for p, x in zip(prompts, ids):
+        if not x:
+            raise ValueError(f"Prompt {p!r} tokenized to zero tokens; formatters must return text.")
+    return ids
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token rows, padded on the left, with the matching attention mask."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
+            mask[i, width - len(r) :] = 1
+    return ids, mask
+
+
+def trim_completion(row: Sequence[int], eos_ids: set[int], pad_id: int | None) -> list[int]:
+    """Cut a generated row after its first EOS (kept: it is an action the policy took).
+    Rows without EOS end at their last non-pad token."""
+    out = []
+    for tok in row:
+        out.append(int(tok))
+        if tok in eos_ids:
+            return out
+    if pad_id is not None and pad_id not in eos_ids:
+        while out and out[-1] == pad_id:
+            out.pop()
+    return out
+
+
+def _eos_ids(tokenizer, model) -> set[int]:
+    ids: set[int] = set()
+    for value in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids
+
+
+def generate_samples(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    num_samples: int,
+    params: SamplingParams,
+    *,
+    max_sequences_per_call: int | None = None,
+    prompt_ids: Sequence[Sequence[int]] | None = None,
+) -> list[PromptSamples]:
+    """Sample ``num_samples`` completions for every prompt.
+
+    All prompts × samples go into one ``generate`` call unless ``max_sequences_per_call`` caps
+    the batch (a memory budget); then prompts are chunked, keeping each prompt's samples together.
+    The model's training mode and ``requires_grad`` flags are restored afterwards.
+    """
+    if not prompts:
+        return []
+    ids_per_prompt = (
+        list(prompt_ids) if prompt_ids is not None else tokenize_prompts(tokenizer, prompts)
+    )
+    device = next(model.parameters()).device
+    eos_ids = _eos_ids(tokenizer, model)
+    pad_id = tokenizer.pad_token_id
+    per_call = (
+        len(prompts)
+        if not max_sequences_per_call
+        else max(1, max_sequences_per_call // num_samples)
+    )
+    gen_kwargs = params.generate_kwargs()
+    was_training = model.training
+    model.eval()
+    results: list[PromptSamples] = []
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(prompts), per_call):
+                chunk = ids_per_prompt[start : start + per_call]
+                ids, mask = left_pad(chunk, pad_id)
+                out = model.generate(
+                    input_ids=ids.to(device),
+                    attention_mask=mask.to(device),
+                    num_return_sequences=num_samples,
+                    pad_token_id=pad_id,
+                    eos_token_id=sorted(eos_ids) if eos_ids else None,
+                    return_dict_in_generate=False,
+                    **gen_kwargs,
+                )
+                new = out[:, ids.shape[1] :].tolist()
+                for j, p_ids in enumerate(chunk):
+                    rows = [
+                        trim_completion(r, eos_ids, pad_id)
+                        for r in new[j * num_samples : (j + 1) * num_samples]
+                    ]
+                    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
+                    results.append(PromptSamples(prompts[start + j], list(p_ids), rows, texts))
+    finally:
+        model.train(was_training)
+    return results

@@ -1,0 +1,236 @@
+"""The multi-turn rollout tree.
+
+A node is one (turn, branch) state of one dataset item. At a node every agent samples K
+completions; joint actions pair them (aligned: index j across agents, K actions; cross: the
+Cartesian product, K^N actions). Each joint action is scored, and unless the branch stops, an
+external transition turns it into the next turn's per-agent prompts: a child node.
+
+The tree is built one turn level at a time across all items of a batch, so each agent makes one
+``generate`` call per level and the reward is called once per level.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from comlrl.core.rollout.formatters import Formatter
+from comlrl.core.rollout.generation import PromptSamples
+
+JOINT_MODES = ("aligned", "cross")
+JOINT_MODE_ALIASES = {"align": "aligned", "crossed": "cross"}
+
+# generate_fn(prompts_per_agent) -> samples_per_agent, each list aligned with its prompts
+GenerateFn = Callable[[list[list[str]]], list[list[PromptSamples]]]
+# score_fn(agent_completions, prompts, batch_items) -> one reward per joint action
+ScoreFn = Callable[..., list[float]]
+
+
+@dataclass
+class TreeNode:
+    """One (turn, branch) state of one item."""
+
+    item_index: int
+    item: dict
+    turn: int
+    prompts: list[str]
+    raw_prompts: list[str]
+    prompt_history: list[list[str]]
+    response_history: list[list[str]]
+    samples: list[PromptSamples] = field(default_factory=list)
+    joint_actions: list[tuple[int, ...]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    children: list[TreeNode | None] = field(default_factory=list)
+    returns: list[float] = field(default_factory=list)
+    env_step: int = 0
+    terminated: bool = False
+
+    def completions(self, action: int) -> list[str]:
+        """The N completion texts of joint action ``action``."""
+        return [self.samples[i].texts[k] for i, k in enumerate(self.joint_actions[action])]
+
+    def walk(self):
+        """This node and its descendants, pre-order."""
+        yield self
+        for child in self.children:
+            if child is not None:
+                yield from child.walk()
+
+
+def joint_action_indices(num_agents: int, num_samples: int, joint_mode: str):
+    """Per-agent sample indices of every joint action at a node."""
+    if joint_mode == "cross" and num_agents > 1:
+        return list(itertools.product(range(num_samples), repeat=num_agents))
+    return [(k,) * num_agents for k in range(num_samples)]
+
+
+def _transition_accepts(func: Callable, name: str) -> bool:
+    try:
+        return name in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass
+class TreeSettings:
+    """How trees grow: agents, turns, samples per node, pairing, stopping and discounting."""
+
+    num_agents: int
+    num_turns: int
+    num_samples: int
+    joint_mode: str = "aligned"
+    early_termination_threshold: float | None = None
+    discount: float = 1.0
+    external_prompt_passthrough: bool = False
+
+
+def build_trees(
+    items: Sequence[dict],
+    settings: TreeSettings,
+    formatters: Sequence[Formatter],
+    generate_fn: GenerateFn,
+    score_fn: ScoreFn,
+    external_transition: Callable[..., Any] | None = None,
+    env_step_start: int = 0,
+) -> list[TreeNode]:
+    """Roll out one tree per item; return the roots with rewards, returns and env steps set.
+
+    ``env_step`` advances by the number of joint actions at each node, in pre-order per item
+    and items in order, so it matches a depth-first, one-item-at-a-time rollout.
+    """
+    n = settings.num_agents
+    level: list[TreeNode] = []
+    for idx, item in enumerate(items):
+        prompts = [formatters[i](item) for i in range(n)]
+        level.append(
+            TreeNode(
+                idx, item, 0, prompts, list(prompts), [[p] for p in prompts], [[] for _ in range(n)]
+            )
+        )
+    roots = list(level)
+    for turn in range(settings.num_turns):
+        if not level:
+            break
+        _sample_level(level, settings, generate_fn)
+        _score_level(level, score_fn)
+        if turn + 1 >= settings.num_turns:
+            break
+        level = _expand_level(level, settings, formatters, external_transition)
+    counter = env_step_start
+    for root in roots:
+        for node in root.walk():
+            counter += len(node.joint_actions)
+            node.env_step = counter
+        _compute_returns(root, settings.discount)
+    return roots
+
+
+def _sample_level(level: list[TreeNode], settings: TreeSettings, generate_fn: GenerateFn) -> None:
+    prompts_per_agent = [[node.prompts[i] for node in level] for i in range(settings.num_agents)]
+    samples = generate_fn(prompts_per_agent)
+    actions = joint_action_indices(settings.num_agents, settings.num_samples, settings.joint_mode)
+    for j, node in enumerate(level):
+        node.samples = [samples[i][j] for i in range(settings.num_agents)]
+        node.joint_actions = list(actions)
+
+
+def _score_level(level: list[TreeNode], score_fn: ScoreFn) -> None:
+    n = len(level[0].samples)
+    completions: list[list[str]] = [[] for _ in range(n)]
+    prompts, batch_items, owners = [], [], []
+    for node in level:
+        for a in range(len(node.joint_actions)):
+            for i, text in enumerate(node.completions(a)):
+                completions[i].append(text)
+            prompts.append(node.raw_prompts[0])
+            batch_items.append(node.item)
+            owners.append(node)
+    rewards = score_fn(completions, prompts=prompts, batch_items=batch_items)
+    pos = 0
+    for node in level:
+        count = len(node.joint_actions)
+        node.rewards = [float(r) for r in rewards[pos : pos + count]]
+        pos += count
+
+
+def _expand_level(level, settings: TreeSettings, formatters, transition) -> list[TreeNode]:
+    if transition is None:
+        raise ValueError("Multi-turn rollouts require an external_transition.")
+    threshold = settings.early_termination_threshold
+    wants_item = _transition_accepts(transition, "batch_item")
+    nxt: list[TreeNode] = []
+    n = settings.num_agents
+    for node in level:
+        mean_reward = sum(node.rewards) / len(node.rewards)
+        node.terminated = threshold is not None and mean_reward > threshold
+        node.children = [None] * len(node.joint_actions)
+        if node.terminated:
+            continue
+        for a in range(len(node.joint_actions)):
+            actions = node.completions(a)
+            responses = [node.response_history[i] + [actions[i]] for i in range(n)]
+            kwargs = dict(
+                prompt=node.item.get("prompt", ""),
+                agent_completions=list(actions),
+                num_agents=n,
+                prompt_history_per_agent=[list(h) for h in node.prompt_history],
+                response_history_per_agent=[list(h) for h in responses],
+            )
+            if wants_item:
+                kwargs["batch_item"] = node.item
+            ext = transition(**kwargs)
+            if not isinstance(ext, (list, tuple)) or len(ext) != n:
+                raise ValueError(
+                    f"External transition must return per-agent prompts: a list of {n} strings, "
+                    f"got {type(ext).__name__}"
+                    + (f" of length {len(ext)}" if isinstance(ext, (list, tuple)) else "")
+                    + "."
+                )
+            ext = [str(e) for e in ext]
+            if settings.external_prompt_passthrough:
+                prompts = list(ext)
+            else:
+                prompts = [formatters[i](node.item, external_prompt=ext[i]) for i in range(n)]
+            child = TreeNode(
+                node.item_index,
+                node.item,
+                node.turn + 1,
+                prompts,
+                ext,
+                [node.prompt_history[i] + [ext[i]] for i in range(n)],
+                responses,
+            )
+            node.children[a] = child
+            nxt.append(child)
+    return nxt
+
+
+def _compute_returns(node: TreeNode, discount: float) -> list[float]:
+    returns = []
+    for a, r in enumerate(node.rewards):
+        child = node.children[a] if node.children else None
+        if child is not None:
+            child_returns = _compute_returns(child, discount)
+            r = r + discount * sum(child_returns) / len(child_returns)
+        returns.append(r)
+    node.returns = returns
+    return returns
+
+
+def agent_returns(node: TreeNode, agent: int) -> list[float]:
+    """Credit for each of ``agent``'s K completions at ``node``.
+
+    Aligned: the joint return of the action it belongs to. Cross: the mean joint return over
+    the actions that used that completion (the reference summed; the mean keeps the scale of a
+    return when advantages are not normalized).
+    """
+    k = len(node.samples[agent].completion_ids)
+    totals = [0.0] * k
+    counts = [0] * k
+    for a, action in enumerate(node.joint_actions):
+        totals[action[agent]] += node.returns[a]
+        counts[action[agent]] += 1
+    return [t / c if c else 0.0 for t, c in zip(totals, counts)]

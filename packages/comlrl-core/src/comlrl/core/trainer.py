@@ -1,0 +1,466 @@
+"""The shared training loop every algorithm family plugs into.
+
+A family subclasses :class:`TrainerBase` and implements ``_train_batch(items)`` (collect rollouts
+and update), and optionally ``_end_epoch()`` (drain buffers), ``_family_state_dict()`` /
+``_load_family_state_dict()`` (extra resumable state). The base owns epochs, batching of dataset
+items, the eval cadence, progress bars, logging, signals and checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
+from comlrl.core.logging import MetricLogger
+from comlrl.core.models import (
+    add_special_tokens,
+    infer_model_name,
+    load_agents,
+    resolve_model_sources,
+    resolve_tokenizers,
+    sync_generation_ids,
+    unique_models,
+)
+from comlrl.core.rewards import RewardCaller
+from comlrl.core.rollout.formatters import build_formatters
+from comlrl.core.rollout.generation import PromptSamples, SamplingParams, generate_samples
+from comlrl.core.rollout.tree import TreeSettings, build_trees
+
+
+class TrainingInterrupted(Exception):
+    """Raised inside the loop when SIGINT/SIGTERM asked training to stop."""
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+class TrainerBase:
+    """Common state and loop. Subclasses set ``algorithm_name`` and ``default_config_cls``."""
+
+    algorithm_name = "Base"
+    default_config_cls: type | None = None
+
+    # ----------------------------------------------------------------- construction helpers
+    def _init_common(
+        self,
+        *,
+        args,
+        agent_model,
+        agents,
+        num_agents,
+        tokenizer,
+        model_config,
+        train_dataset,
+        eval_dataset,
+        reward_func,
+        reward_processor,
+        formatters,
+        external_transition,
+        wandb_config,
+        eval_logger,
+        eval_aggregator,
+        load_models: bool = True,
+    ) -> None:
+        """Validate cheap inputs, then load agents and tokenizers onto their devices."""
+        self.args = args if args is not None else self.default_config_cls()
+        self.model_config = dict(model_config or {})
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.external_transition = external_transition
+        self.wandb_config = wandb_config
+        self.eval_logger = eval_logger
+        self.eval_aggregator = eval_aggregator
+        self.env_step = 0
+        self.sources = resolve_model_sources(agent_model, agents, num_agents)
+        self.num_agents = len(self.sources)
+        cfg_agents = getattr(self.args, "num_agents", None)
+        if agents is not None and agent_model is None and num_agents not in (None, self.num_agents):
+            raise ValueError(
+                f"num_agents ({num_agents}) does not match len(agents) ({self.num_agents})."
+            )
+        if cfg_agents is not None and cfg_agents != self.num_agents:
+            raise ValueError(
+                f"args.num_agents ({cfg_agents}) does not match the number of agents "
+                f"({self.num_agents}); set the config's num_agents to {self.num_agents}."
+            )
+        self.formatters = build_formatters(formatters, self.num_agents)
+        if reward_func is None or not callable(reward_func):
+            raise ValueError("reward_func must be a callable.")
+        self.reward_func = reward_func
+        self.reward_processor = reward_processor
+        self.reward_caller = RewardCaller(
+            reward_func,
+            num_agents=self.num_agents,
+            reward_processor=reward_processor,
+            call_mode=getattr(self.args, "reward_call_mode", "auto"),
+        )
+        if getattr(self.args, "num_turns", 1) > 1 and external_transition is None:
+            raise ValueError(
+                f"Multi-turn {self.algorithm_name} requires an external_transition "
+                f"(num_turns={self.args.num_turns})."
+            )
+        if tokenizer is None and not all(isinstance(s, (str, os.PathLike)) for s in self.sources):
+            raise ValueError("Tokenizer(s) must be provided when agents are model objects.")
+        if isinstance(tokenizer, (list, tuple)) and len(tokenizer) != self.num_agents:
+            raise ValueError(
+                f"tokenizers length ({len(tokenizer)}) must match agents ({self.num_agents})."
+            )
+        self.model_name = infer_model_name(self.sources[0])
+        self.agent_devices = plan_devices(
+            self.args.parallel_training, self.args.agent_devices, self.num_agents
+        )
+        self.workers = AgentWorkers(
+            self.num_agents, uses_parallel_workers(self.args.parallel_training, self.agent_devices)
+        )
+        if not load_models:
+            return
+        self.agents = load_agents(self.sources, self.model_config)
+        self.tokenizers = resolve_tokenizers(tokenizer, self.sources, self.model_config)
+        if self.model_config.get("special_tokens"):
+            add_special_tokens(self.tokenizers, self.agents, self.model_config["special_tokens"])
+        for model, tok, dev in zip(self.agents, self.tokenizers, self.agent_devices):
+            model.to(dev)
+            sync_generation_ids(model, tok)
+        self._shared_agents = len(unique_models(self.agents)) < len(self.agents)
+
+    @property
+    def tokenizer(self):
+        """The first agent's tokenizer (compat)."""
+        return self.tokenizers[0]
+
+    # --------------------------------------------------------------------- generation
+    def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):
+        """Sampling settings from the config (plus ``train(**kwargs)`` overrides)."""
+        a = self.args
+        extra = dict(overrides or {})
+        return SamplingParams(
+            max_new_tokens=a.max_new_tokens,
+            temperature=a.temperature,
+            top_p=a.top_p,
+            top_k=a.top_k,
+            do_sample=not (eval_mode and getattr(a, "eval_greedy", False)),
+            extra=extra,
+        )
+
+    def generate_per_agent(
+        self, prompts_per_agent: list[list[str]], num_samples: int, params: SamplingParams
+    ) -> list[list[PromptSamples]]:
+        """Each agent samples ``num_samples`` completions for each of its prompts, in one
+        batched call per agent (concurrently across devices in mp mode)."""
+        budget = getattr(self.args, "generation_batch_size", None)
+
+        def run(i: int, prompts: list[str]) -> list[PromptSamples]:
+            return generate_samples(
+                self.agents[i],
+                self.tokenizers[i],
+                prompts,
+                num_samples,
+                params,
+                max_sequences_per_call=budget,
+            )
+
+        return self.workers.map(run, prompts_per_agent)
+
+    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
+        """Joint rewards for a batch of joint actions."""
+        return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+
+    def rollout(
+        self,
+        items: Sequence[dict],
+        num_samples: int,
+        params: SamplingParams,
+        *,
+        joint_mode: str = "aligned",
+        early_termination_threshold=None,
+        env_step_start: int = 0,
+    ):
+        """Multi-turn rollout trees for ``items`` (see :mod:`comlrl.core.rollout.tree`)."""
+        a = self.args
+        settings = TreeSettings(
+            num_agents=self.num_agents,
+            num_turns=a.num_turns,
+            num_samples=num_samples,
+            joint_mode=joint_mode,
+            early_termination_threshold=early_termination_threshold,
+            discount=getattr(a, "discount", 1.0),
+            external_prompt_passthrough=getattr(a, "external_prompt_passthrough", False),
+        )
+        return build_trees(
+            items,
+            settings,
+            self.formatters,
+            lambda prompts: self.generate_per_agent(prompts, num_samples, params),
+            self.score,
+            self.external_transition,
+            env_step_start=env_step_start,
+        )
+
+    # --------------------------------------------------------------------- data
+    def get_train_dataloader(self):
+        """The training items in order (the reference never shuffles)."""
+        if self.train_dataset is None:
+            raise ValueError("Trainer: training requires a train_dataset.")
+        return self.train_dataset
+
+    def get_eval_dataloader(self):
+        """The eval items, or None."""
+        return self.eval_dataset
+
+    def items_per_batch(self) -> int:
+        """How many dataset items one rollout batch holds."""
+        return 1
+
+    # --------------------------------------------------------------------- training loop
+    def _train_batch(self, items: list[dict], generation_kwargs: dict) -> None:
+        raise NotImplementedError
+
+    def _end_epoch(self) -> None:
+        """Hook: finish an epoch (e.g. drain buffers)."""
+
+    def _run_dir(self) -> str:
+        out = getattr(self.args, "output_dir", None)
+        if out:
+            return str(out)
+        if self.wandb_config and self.wandb_config.get("dir"):
+            return os.path.join(self.wandb_config["dir"], "comlrl")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return os.path.join("runs", f"{self.algorithm_name.lower()}-{stamp}-{os.getpid()}")
+
+    def run_config(self) -> dict[str, Any]:
+        """The run description logged to W&B."""
+        a = self.args
+        keys = (
+            "num_turns",
+            "advantage_mode",
+            "advantage_normalization",
+            "reference_kl_enabled",
+            "reference_kl_coef",
+            "reference_devices",
+            "agent_learning_rate",
+            "num_train_epochs",
+            "max_new_tokens",
+            "num_generations",
+        )
+        cfg = {
+            "model_name": self.model_name,
+            "num_agents": self.num_agents,
+            "algorithm": self.algorithm_name,
+        }
+        cfg.update({k: getattr(a, k) for k in keys if hasattr(a, k)})
+        return cfg
+
+    def _ensure_logger(self) -> MetricLogger:
+        if getattr(self, "logger", None) is None:
+            self.run_dir = self._run_dir()
+            self.logger = MetricLogger(
+                self.run_dir,
+                wandb_config=self.wandb_config,
+                run_config=self.run_config(),
+                default_name=f"test-{self.algorithm_name.lower()}",
+            )
+        return self.logger
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        """Log at ``step`` (default: the current env step)."""
+        self._ensure_logger().log(metrics, self.env_step if step is None else step)
+
+    def _eval_due(self, start: int, count: int) -> bool:
+        every = getattr(self.args, "eval_interval", 0)
+        if not every or self.eval_dataset is None or getattr(self.args, "eval_num_samples", 1) == 0:
+            return False
+        return any(i % every == 0 for i in range(start, start + count))
+
+    def _progress(self, total: int, epoch: int):
+        from tqdm.auto import tqdm
+
+        return tqdm(
+            total=total,
+            desc=f"{self.algorithm_name} epoch {epoch + 1}/{self.args.num_train_epochs}",
+            unit="item",
+            disable=not getattr(self, "verbose", True),
+            dynamic_ncols=True,
+        )
+
+    @contextmanager
+    def _stop_on_signals(self):
+        """Turn SIGINT/SIGTERM into a clean stop at the next batch boundary."""
+        self._stop_requested = False
+        previous = {}
+
+        def handler(signum, frame):
+            self._stop_requested = True
+
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: signals cannot be installed here
+            previous = {}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    def train(
+        self,
+        resume_from_checkpoint: str | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_interval: int = 1,
+        checkpoint_total_limit: int | None = None,
+        **generation_kwargs,
+    ) -> None:
+        """Train for ``args.num_train_epochs`` epochs.
+
+        Extra keyword arguments go to ``model.generate`` during training rollouts.
+        """
+        from comlrl.core.checkpoint.session import CheckpointSession
+
+        session = CheckpointSession(
+            self,
+            resume_from_checkpoint,
+            checkpoint_dir,
+            checkpoint_interval,
+            checkpoint_total_limit,
+        )
+        data = self.get_train_dataloader()
+        logger = self._ensure_logger()
+        start_epoch, start_pos = session.restore()
+        if session.fresh and getattr(self.args, "seed", None) is not None:
+            seed_everything(self.args.seed)
+        logger.start_wandb(resume_id=session.wandb_run_id)
+        per_batch = self.items_per_batch()
+        total = len(data)
+        self._train_started = time.perf_counter()
+        with self._stop_on_signals():
+            for epoch in range(start_epoch, self.args.num_train_epochs):
+                self.epoch = epoch
+                pos = start_pos if epoch == start_epoch else 0
+                bar = self._progress(total, epoch)
+                bar.update(pos)
+                while pos < total:
+                    count = min(per_batch, total - pos)
+                    if self._eval_due(pos, count):
+                        self.evaluate()
+                    items = [data[i] for i in range(pos, pos + count)]
+                    self._train_batch(items, generation_kwargs)
+                    pos += count
+                    self.cursor = (epoch, pos)
+                    bar.update(count)
+                    self._update_progress(bar)
+                    if self._stop_requested:
+                        bar.close()
+                        session.save_now(reason="signal")
+                        logger.close(finish_wandb=True)
+                        return
+                    session.after_batch()
+                bar.close()
+                self._end_epoch()
+                self.cursor = (epoch + 1, 0)
+                session.after_epoch(last=epoch + 1 == self.args.num_train_epochs)
+        self._training_complete = True
+        logger.close(finish_wandb=False)
+        self.logger_closed = True
+
+    def _update_progress(self, bar) -> None:
+        last = getattr(self, "_last_reward_mean", None)
+        if last is not None:
+            bar.set_postfix(reward=f"{last:.3f}", env_step=self.env_step, refresh=False)
+
+    # --------------------------------------------------------------------- evaluation
+    def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
+        """Roll out one joint sample per eval item and turn; log and return turn metrics.
+
+        Runs under a forked RNG, so evaluating never changes the training trajectory.
+        """
+        if self.eval_dataset is None:
+            return {}
+        limit = self.args.eval_num_samples if num_eval_samples is None else num_eval_samples
+        if limit <= 0:
+            return {}
+        items = [self.eval_dataset[i] for i in range(min(limit, len(self.eval_dataset)))]
+        devices = [d for d in {str(d) for d in self.agent_devices} if d.startswith("cuda")]
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            state = random.getstate()
+            np_state = np.random.get_state()
+            try:
+                metrics = self._evaluate_items(items)
+            finally:
+                random.setstate(state)
+                np.random.set_state(np_state)
+        self.log_metrics(metrics)
+        return metrics
+
+    def _evaluate_items(self, items: list[dict]) -> dict[str, float]:
+        params = self.sampling_params(eval_mode=True)
+        batch = max(1, getattr(self.args, "eval_batch_size", 1))
+        turns = self.args.num_turns
+        rewards = [[None] * turns for _ in items]
+        completions = [[[] for _ in items] for _ in range(self.num_agents)]
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            roots = self.rollout(chunk, 1, params, env_step_start=0)
+            for j, root in enumerate(roots):
+                node = root
+                while node is not None:
+                    rewards[start + j][node.turn] = node.rewards[0]
+                    for i in range(self.num_agents):
+                        completions[i][start + j].append(node.samples[i].texts[0])
+                    node = node.children[0] if node.children else None
+        metrics: dict[str, float] = {}
+        for t in range(turns):
+            vals = [r[t] for r in rewards if r[t] is not None]
+            if not vals:
+                continue
+            metrics[f"eval/turn_{t + 1}/reward_mean"] = float(np.mean(vals))
+            rets = [sum(x for x in r[t:] if x is not None) for r in rewards if r[t] is not None]
+            metrics[f"eval/turn_{t + 1}/expected_return"] = float(np.mean(rets))
+        if self.eval_logger is not None and self.eval_aggregator is not None:
+            detailed = self.eval_logger(
+                agent_completions_turns=completions,
+                batch_items=items,
+                prompts=[it.get("prompt", "") for it in items],
+            )
+            agg = self.eval_aggregator(detailed, num_turns=turns) or {}
+            extra = {f"eval/{k}": float(v) for k, v in agg.items()}
+            extra.update(metrics)
+            metrics = extra
+        return metrics
+
+    # --------------------------------------------------------------------- saving
+    def save_model(self, output_dir: str) -> None:
+        """Write ``output_dir/agent_{i}/`` (model and tokenizer) for every agent."""
+        for i, (model, tok) in enumerate(zip(self.agents, self.tokenizers)):
+            path = os.path.join(output_dir, f"agent_{i}")
+            model.save_pretrained(path)
+            tok.save_pretrained(path)
+        logger = getattr(self, "logger", None)
+        if logger is not None and logger.wandb is not None:
+            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+
+    # --------------------------------------------------------------------- resumable state
+    def optimizers_list(self) -> list:
+        """Every optimizer the checkpoint must hold, in a stable order."""
+        return list(getattr(self, "optimizers", []))
+
+    def trainable_models(self) -> dict[str, Any]:
+        """Named models whose weights a checkpoint holds."""
+        return {f"agent_{i}": m for i, m in enumerate(self.agents)}
+
+    def _family_state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+        return None
