@@ -116,3 +116,23 @@ def uses_parallel_workers(parallel_training: str, devices: Sequence[torch.device
     return (
         normalize_parallel_training(parallel_training) == "mp" and len(set(map(str, devices))) > 1
     )
+
+
+def validate_device_spec(spec: Any, field: str, count: int | None = None) -> None:
+    """Check a device spec early (config time): parseable devices, sensible list length."""
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto"):
+        return
+    items = [spec] if isinstance(spec, (str, torch.device)) else spec
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(
+            f"{field} must be a device string, 'auto', or a non-empty list of them; got {spec!r}."
+        )
+    for item in items:
+        try:
+            torch.device(item)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(
+                f"{field} has an invalid device {item!r} (e.g. 'cpu', 'cuda:0')."
+            ) from exc
+    if count is not None:
+        resolve_devices(spec, count, field)

@@ -1,7 +1,8 @@
-"""CoMLRL REINFORCE family: MAGRPO, MAREINFORCE, MARLOO and MAReMax."""
+"""CoMLRL REINFORCE family: MAGRPO, MAREINFORCE, MARLOO, MAReMax and centralized MAGRPO."""
 
 from importlib.metadata import PackageNotFoundError, version
 
+from comlrl.reinforce.centralized import CentralizedMAGRPOConfig, CentralizedMAGRPOTrainer
 from comlrl.reinforce.config import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from comlrl.reinforce.magrpo import MAGRPOTrainer, NodeSample
 from comlrl.reinforce.variants import MAREINFORCETrainer, MAReMaxTrainer, MARLOOTrainer
@@ -12,6 +13,8 @@ except PackageNotFoundError:  # a source tree without an install
     __version__ = "0+local"
 
 __all__ = [
+    "CentralizedMAGRPOConfig",
+    "CentralizedMAGRPOTrainer",
     "MAGRPOConfig",
     "MAGRPOTrainer",
     "MAREINFORCEConfig",

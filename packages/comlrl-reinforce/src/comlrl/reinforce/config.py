@@ -12,7 +12,7 @@ from comlrl.core.config.validation import (
     check_optional_int,
     normalize_choice,
 )
-from comlrl.core.devices import normalize_parallel_training, resolve_devices
+from comlrl.core.devices import normalize_parallel_training, validate_device_spec
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES, JOINT_MODES
 
 ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
@@ -81,8 +81,7 @@ class MAGRPOConfig:
         self.parallel_training = normalize_parallel_training(self.parallel_training)
         if self.parallel_training == "mp" and self.agent_devices is None:
             raise ValueError("parallel_training='mp' requires explicit agent_devices.")
-        if self.agent_devices is not None and self.num_agents is not None:
-            resolve_devices(self.agent_devices, self.num_agents, "agent_devices")
+        validate_device_spec(self.agent_devices, "agent_devices", self.num_agents)
         check_int("num_generations", self.num_generations, 2)
         check_int("max_new_tokens", self.max_new_tokens, 1)
         check_number("temperature", self.temperature, 0.0, min_inclusive=False)
@@ -110,8 +109,8 @@ class MAGRPOConfig:
         )
         check_bool("reference_kl_enabled", self.reference_kl_enabled)
         check_number("reference_kl_coef", self.reference_kl_coef, 0.0)
-        if self.reference_kl_enabled and self.reference_devices is not None:
-            resolve_devices(self.reference_devices, self.num_agents or 1, "reference_devices")
+        if self.reference_kl_enabled:
+            validate_device_spec(self.reference_devices, "reference_devices", self.num_agents)
         check_optional_int("seed", self.seed, 0)
         if self.output_dir is not None and not isinstance(self.output_dir, str):
             raise ValueError(f"output_dir must be a path string or None, got {self.output_dir!r}.")

@@ -1,0 +1,241 @@
+"""Centralized collaboration: one model writes every role's output in a single completion.
+
+An *adapter* turns the roles' own prompts into one joint prompt and splits the joint completion
+back into one output per role. The multi-agent task reward is then called on the split outputs,
+unchanged. Both the REINFORCE family (CentralizedMAGRPO) and the preference family (centralized
+actors and comparators) use this module, so a malformed joint completion is handled the same way
+everywhere: it counts as a parse failure, every role gets an empty output, and the failure count
+is logged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from comlrl.core.rewards.caller import RewardCaller
+from comlrl.core.rewards.ranges import get_reward_range
+
+
+class CentralizedComparatorParseError(ValueError):
+    """An adapter could not find any role output in a joint completion."""
+
+
+@runtime_checkable
+class CentralizedComparatorAdapter(Protocol):
+    """What a centralized adapter provides.
+
+    ``build_prompt(batch_item, agent_prompts)`` returns the joint prompt, and
+    ``parse_completion(completion, batch_item, num_agents)`` returns one string per role, or raises
+    :class:`CentralizedComparatorParseError` when the completion holds no usable output.
+    """
+
+    def build_prompt(self, batch_item: Any, agent_prompts: Sequence[str]) -> str: ...
+
+    def parse_completion(
+        self, completion: str, batch_item: Any, num_agents: int
+    ) -> Sequence[str]: ...
+
+
+def _tag_pattern(tag: str, index: int) -> re.Pattern:
+    name = re.escape(f"{tag}_{index}")
+    return re.compile(rf"<\s*{name}\s*>(.*?)<\s*/\s*{name}\s*>", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TaggedCentralizedComparatorAdapter:
+    """Asks for ``<agent_i>...</agent_i>`` sections (0-based) and reads them back.
+
+    Parsing takes the first section for each role, stripped; a missing section gives that role
+    an empty string. A completion without a single section raises
+    :class:`CentralizedComparatorParseError`.
+    """
+
+    tag: str = "agent"
+
+    def build_prompt(self, batch_item: Any, agent_prompts: Sequence[str]) -> str:
+        """The coordinator prompt: every role's prompt, then the required output layout."""
+        n = len(agent_prompts)
+        lines = [
+            f"You coordinate a team of {n} agents and write the output of every agent yourself.",
+            f"Write each agent's output inside its own <{self.tag}_i>...</{self.tag}_i> block and "
+            "put nothing outside the blocks.",
+            "",
+        ]
+        for i, prompt in enumerate(agent_prompts):
+            lines += [f"Task of agent {i}:", str(prompt), ""]
+        lines.append("Answer in exactly this layout:")
+        lines += [f"<{self.tag}_{i}>\n...\n</{self.tag}_{i}>" for i in range(n)]
+        return "\n".join(lines)
+
+    def parse_completion(self, completion: str, batch_item: Any, num_agents: int) -> list[str]:
+        """One output per role; raises when no role section is present at all."""
+        outputs: list[str] = []
+        found = 0
+        for i in range(num_agents):
+            match = _tag_pattern(self.tag, i).search(completion or "")
+            if match is None:
+                outputs.append("")
+            else:
+                found += 1
+                outputs.append(match.group(1).strip())
+        if found == 0:
+            raise CentralizedComparatorParseError(
+                f"no <{self.tag}_i> section found in the joint completion "
+                f"(expected {num_agents} sections)."
+            )
+        return outputs
+
+    def format_completion(self, outputs: Sequence[str]) -> str:
+        """The joint completion this adapter parses back into ``outputs``."""
+        return "\n".join(f"<{self.tag}_{i}>\n{o}\n</{self.tag}_{i}>" for i, o in enumerate(outputs))
+
+
+def check_adapter(adapter: Any, name: str = "centralized_adapter") -> Any:
+    """Require callable ``build_prompt`` and ``parse_completion``; TypeError otherwise."""
+    for method in ("build_prompt", "parse_completion"):
+        if not callable(getattr(adapter, method, None)):
+            raise TypeError(f"{name}.{method} must be callable.")
+    return adapter
+
+
+class CentralizedCollaboration:
+    """Binds an adapter to the roles' formatters (and optionally the task reward).
+
+    Args:
+        adapter: a :class:`CentralizedComparatorAdapter`.
+        role_formatters: one callable per role, ``item -> prompt``.
+        num_roles: the number of roles the joint completion holds.
+        reward_func: the multi-agent task reward; needed only to use this object as the joint
+            actor's reward (``__call__``).
+        reward_call_mode: passed to the :class:`RewardCaller` of the task reward.
+
+    Attributes:
+        parse_failures: joint completions that held no role section (each scored as all-empty).
+        parsed: joint completions split so far.
+    """
+
+    def __init__(
+        self,
+        adapter: Any,
+        role_formatters: Sequence[Callable[[dict], str]],
+        num_roles: int,
+        reward_func: Callable | None = None,
+        reward_call_mode: str = "auto",
+    ):
+        self.adapter = check_adapter(adapter)
+        if len(role_formatters) != num_roles:
+            raise ValueError(
+                f"formatters: centralized collaboration needs one formatter per role "
+                f"({num_roles}), got {len(role_formatters)}."
+            )
+        self.role_formatters = list(role_formatters)
+        self.num_roles = num_roles
+        self.parse_failures = 0
+        self.parsed = 0
+        self.task_reward = reward_func
+        self._caller = None
+        self.reward_range = None
+        if reward_func is not None:
+            if not callable(reward_func):
+                raise ValueError("reward_func must be callable.")
+            self.reward_range = get_reward_range(reward_func)
+            self._caller = RewardCaller(
+                reward_func, num_agents=num_roles, call_mode=reward_call_mode
+            )
+
+    # ------------------------------------------------------------------ prompts
+    def role_prompts(self, item: dict) -> list[str]:
+        """Each role's own prompt for ``item``."""
+        return [f(item) for f in self.role_formatters]
+
+    def build_prompt(self, item: dict) -> str:
+        """The joint prompt for ``item``; must be a non-empty string."""
+        prompt = self.adapter.build_prompt(item, self.role_prompts(item))
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("Centralized adapter must build a non-empty prompt.")
+        return prompt
+
+    # ------------------------------------------------------------------ splitting
+    def split(self, completion: str, item: Any) -> list[str]:
+        """Role outputs of one joint completion; a parse failure is counted, never raised."""
+        self.parsed += 1
+        try:
+            outputs = self.adapter.parse_completion(completion, item, self.num_roles)
+        except CentralizedComparatorParseError:
+            self.parse_failures += 1
+            return [""] * self.num_roles
+        if isinstance(outputs, (str, bytes)):
+            raise TypeError(
+                "Centralized adapter parse_completion must return a sequence of strings, "
+                "not a single string."
+            )
+        outputs = list(outputs)
+        if len(outputs) != self.num_roles:
+            raise ValueError(
+                f"Centralized adapter must return exactly {self.num_roles} outputs, "
+                f"got {len(outputs)}."
+            )
+        if not all(isinstance(o, str) for o in outputs):
+            raise TypeError("Centralized adapter outputs must all be strings.")
+        return outputs
+
+    def split_many(self, completions: Sequence[str], items: Sequence[Any]) -> list[list[str]]:
+        """``[role][j]`` outputs of joint completions ``j`` (items broadcast when length 1)."""
+        items = list(items)
+        if len(items) == 1 and len(completions) != 1:
+            items = items * len(completions)
+        if len(items) != len(completions):
+            raise ValueError(
+                f"batch_items has {len(items)} entries for {len(completions)} joint completions; "
+                "give one item per completion (or a single item)."
+            )
+        per_role: list[list[str]] = [[] for _ in range(self.num_roles)]
+        for completion, item in zip(completions, items):
+            for r, text in enumerate(self.split(completion, item)):
+                per_role[r].append(text)
+        return per_role
+
+    def stats(self) -> dict[str, float]:
+        """Parse counters for logging."""
+        return {
+            "centralized/parse_failures": float(self.parse_failures),
+            "centralized/parsed": float(self.parsed),
+        }
+
+    # ------------------------------------------------------------------ joint reward
+    def __call__(self, completions: Sequence[str], *, prompts=None, batch_items=None) -> list:
+        """One task reward per joint completion: split into roles, then score the roles."""
+        if self._caller is None:
+            raise ValueError("This collaboration was built without a reward_func.")
+        if not batch_items:
+            raise ValueError("Centralized rewards need batch_items (one per joint completion).")
+        per_role = self.split_many(list(completions), batch_items)
+        items = list(batch_items)
+        if len(items) == 1 and len(completions) != 1:
+            items = items * len(completions)
+        role_prompts = [self.role_formatters[0](item) for item in items]
+        return self._caller(per_role, prompts=role_prompts, batch_items=items)
+
+    # ------------------------------------------------------------------ eval
+    def wrap_eval_logger(self, eval_logger: Callable | None) -> Callable | None:
+        """An eval logger that sees ``[role][item][turn]`` outputs like a decentralized run."""
+        if eval_logger is None:
+            return None
+
+        def split_logger(*, agent_completions_turns, batch_items, prompts, **kwargs):
+            if len(agent_completions_turns) != 1:
+                raise ValueError("Centralized eval expects exactly one actor's completions.")
+            per_item = agent_completions_turns[0]
+            roles: list[list[list[str]]] = [[] for _ in range(self.num_roles)]
+            for item, turns in zip(batch_items, per_item):
+                split_turns = [self.split(text, item) for text in turns]
+                for r in range(self.num_roles):
+                    roles[r].append([outs[r] for outs in split_turns])
+            return eval_logger(
+                agent_completions_turns=roles, batch_items=batch_items, prompts=prompts, **kwargs
+            )
+
+        return split_logger

@@ -1,0 +1,296 @@
+"""Scalar value estimates from transformer hidden states: critics and value heads.
+
+A critic here is a transformer *body* (the backbone a causal LM wraps, loaded with ``AutoModel``)
+plus a small :class:`ValueHead`; it never has an LM head, so estimating a value never computes
+vocabulary logits. A value head can also sit on an actor: then :func:`logprobs_and_values` reads
+the completion log-probs and the value from one forward pass.
+
+Rows are left-padded, so the last real token of every row sits in the last column; a value "at
+the last token" is therefore read from one column for the whole batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from comlrl.core.logprobs import TokenLogprobs, pack, selective_log_softmax
+from comlrl.core.rollout.generation import left_pad
+from torch import nn
+
+VALUE_HEAD_FILE = "value_head.pt"
+VALUE_AT = ("prompt_end", "sequence_end")
+
+
+def hidden_size_of(model: Any) -> int:
+    """Width of ``model``'s hidden states (``hidden_size``, or GPT-2's ``n_embd``)."""
+    config = getattr(model, "config", None)
+    for key in ("hidden_size", "n_embd", "d_model"):
+        value = getattr(config, key, None) if config is not None else None
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"Cannot tell the hidden size of {type(model).__name__}: its config has no hidden_size "
+        "or n_embd."
+    )
+
+
+def backbone_of(model: nn.Module) -> nn.Module:
+    """The transformer body of a causal LM (``model.model`` / ``model.transformer``); a body is
+    returned as is."""
+    base = getattr(model, "base_model", None)
+    return base if isinstance(base, nn.Module) else model
+
+
+class ValueHead(nn.Module):
+    """Maps a hidden state to one scalar: ``Linear(d, 1)``, or ``Linear(d, h) → tanh →
+    Linear(h, 1)`` when ``hidden_dim`` is set. Weights start at N(0, 0.02), biases at 0.
+
+    The head computes in fp32 whatever the backbone's dtype, since a regression target in bf16
+    loses most of its precision.
+    """
+
+    def __init__(self, hidden_size: int, hidden_dim: int | None = None):
+        super().__init__()
+        if hidden_dim:
+            self.net: nn.Module = nn.Sequential(
+                nn.Linear(hidden_size, hidden_dim), nn.Tanh(), nn.Linear(hidden_dim, 1)
+            )
+        else:
+            self.net = nn.Linear(hidden_size, 1)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=0.02)
+                nn.init.zeros_(module.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``[..., d]`` hidden states → ``[...]`` values."""
+        return self.net(hidden.float()).squeeze(-1)
+
+    @property
+    def hidden_dim(self) -> int | None:
+        """The inner width, or None for a single linear layer."""
+        return self.net[0].out_features if isinstance(self.net, nn.Sequential) else None
+
+
+def head_hidden_dim_of(state: dict[str, torch.Tensor]) -> int | None:
+    """The ``hidden_dim`` a saved :class:`ValueHead` state was built with."""
+    if "net.weight" in state:
+        return None
+    if "net.0.weight" in state:
+        return int(state["net.0.weight"].shape[0])
+    raise ValueError(f"Not a value-head state dict (keys: {sorted(state)[:4]}).")
+
+
+def load_value_head_state(directory: str | os.PathLike) -> dict[str, torch.Tensor] | None:
+    """The value-head weights saved in ``directory``, or None when it holds none.
+
+    Loaded with ``weights_only=True``: only tensors, never arbitrary pickled objects.
+    """
+    path = os.path.join(os.fspath(directory), VALUE_HEAD_FILE)
+    if not os.path.isfile(path):
+        return None
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def build_value_head(
+    model: nn.Module,
+    hidden_dim: int | None,
+    saved: dict[str, torch.Tensor] | None = None,
+    what: str = "value head",
+) -> ValueHead:
+    """A head for ``model``'s hidden size; ``saved`` weights are loaded when given.
+
+    A saved head built with another ``hidden_dim`` than the one asked for is an error rather than
+    a silently re-initialised head.
+    """
+    if saved is not None:
+        saved_dim = head_hidden_dim_of(saved)
+        if hidden_dim is not None and hidden_dim != saved_dim:
+            raise ValueError(
+                f"The saved {what} has hidden dim {saved_dim}, but {hidden_dim} was asked for; "
+                "leave the hidden-dim setting unset (None) or match the saved head."
+            )
+        hidden_dim = saved_dim
+    head = ValueHead(hidden_size_of(model), hidden_dim)
+    if saved is not None:
+        head.load_state_dict(saved)
+    return head
+
+
+def save_value_head(head: ValueHead, directory: str | os.PathLike) -> None:
+    """Write ``directory/value_head.pt`` (a tensor-only state dict)."""
+    os.makedirs(directory, exist_ok=True)
+    state = {k: v.detach().cpu() for k, v in head.state_dict().items()}
+    torch.save(state, os.path.join(os.fspath(directory), VALUE_HEAD_FILE))
+
+
+class ValueModel(nn.Module):
+    """A critic: a transformer body without LM head, plus a :class:`ValueHead`."""
+
+    def __init__(self, backbone: nn.Module, head: ValueHead):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = head
+
+    @property
+    def config(self):
+        """The backbone's config."""
+        return self.backbone.config
+
+    def hidden_states(self, input_ids, attention_mask, position_ids=None) -> torch.Tensor:
+        """Last-layer hidden states ``[B, L, d]``."""
+        return _body_hidden(self.backbone, input_ids, attention_mask, position_ids)
+
+    def last_token_values(self, rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+        """The value at the last token of each row (gradients flow unless under no_grad)."""
+        return last_token_values(self.backbone, self.value_head, rows, pad_id)
+
+    def save_pretrained(self, directory: str | os.PathLike, **kwargs) -> None:
+        """Write the body with ``save_pretrained`` (it reloads with ``AutoModel``) and the head
+        as ``value_head.pt``."""
+        self.backbone.save_pretrained(directory, **kwargs)
+        save_value_head(self.value_head, directory)
+
+
+def _body_hidden(backbone, input_ids, attention_mask, position_ids=None) -> torch.Tensor:
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids
+    out = backbone(**kwargs)
+    hidden = getattr(out, "last_hidden_state", None)
+    if hidden is None:
+        hidden = out[0]
+    return hidden
+
+
+def last_token_values(
+    backbone: nn.Module, head: ValueHead, rows: Sequence[Sequence[int]], pad_id: int
+) -> torch.Tensor:
+    """Values at the last token of each row in one left-padded forward of ``backbone`` (a body,
+    see :func:`backbone_of`). Gradients flow unless called under ``no_grad``."""
+    if not rows:
+        return torch.zeros(0)
+    device = next(backbone.parameters()).device
+    ids, mask = left_pad(rows, pad_id)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    hidden = _body_hidden(backbone, ids.to(device), mask.to(device), positions.to(device))
+    head_device = next(head.parameters()).device
+    return head(hidden[:, -1].to(head_device))
+
+
+def _accepts_logits_to_keep(model) -> bool:
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def logprobs_and_values(
+    model: nn.Module,
+    head: ValueHead,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    pad_id: int,
+    value_at: str = "prompt_end",
+) -> tuple[TokenLogprobs, torch.Tensor]:
+    """Completion log-probs and a value per row from ONE forward of a causal LM with a head.
+
+    ``value_at="prompt_end"`` reads V(h) at the last prompt token (by causality it equals a
+    prompt-only forward); ``"sequence_end"`` reads Q(h, a) at the last completion token. Logits
+    are produced only for the completion columns.
+    """
+    if value_at not in VALUE_AT:
+        raise ValueError(f"value_at must be one of {list(VALUE_AT)}, got {value_at!r}.")
+    ids, attn, pos, comp_mask, p_width, c_width = pack(prompt_ids, completion_ids, pad_id)
+    device = next(model.parameters()).device
+    kwargs = dict(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        position_ids=pos.to(device),
+        use_cache=False,
+        output_hidden_states=True,
+    )
+    keep = _accepts_logits_to_keep(model)
+    if keep:
+        kwargs["logits_to_keep"] = c_width + 1
+    out = model(**kwargs)
+    logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
+    values_lp = selective_log_softmax(logits, ids[:, p_width:].to(device))
+    hidden = out.hidden_states[-1]
+    if value_at == "prompt_end":
+        picked = hidden[:, p_width - 1]
+    else:
+        lengths = torch.tensor([len(c) for c in completion_ids], device=device)
+        rows = torch.arange(hidden.shape[0], device=device)
+        picked = hidden[rows, p_width - 1 + lengths]
+    head_device = next(head.parameters()).device
+    return TokenLogprobs(values_lp, comp_mask.to(device)), head(picked.to(head_device))
+
+
+def load_value_model(
+    source: Any,
+    *,
+    hidden_dim: int | None = None,
+    model_config: dict | None = None,
+) -> ValueModel:
+    """A critic from a hub id or directory (loaded with ``AutoModel``: no LM head), a causal LM
+    or body object (its body is used, trained in place), or a :class:`ValueModel` (as is).
+
+    A directory that holds ``value_head.pt`` (written by :meth:`ValueModel.save_pretrained`)
+    restores the trained head.
+    """
+    if isinstance(source, ValueModel):
+        if hidden_dim is not None and source.value_head.hidden_dim != hidden_dim:
+            raise ValueError(
+                f"The given critic's value head has hidden dim {source.value_head.hidden_dim}, "
+                f"but {hidden_dim} was asked for."
+            )
+        return source
+    saved = None
+    if isinstance(source, (str, os.PathLike)):
+        from comlrl.core.models import model_load_kwargs
+        from transformers import AutoModel
+
+        backbone = AutoModel.from_pretrained(os.fspath(source), **model_load_kwargs(model_config))
+        if os.path.isdir(os.fspath(source)):
+            saved = load_value_head_state(source)
+    elif isinstance(source, nn.Module):
+        backbone = backbone_of(source)
+    else:
+        raise ValueError(
+            f"A critic must be a model name, a directory or a model object, got {source!r}."
+        )
+    return ValueModel(backbone, build_value_head(backbone, hidden_dim, saved, "critic head"))
+
+
+def load_value_models(
+    sources: Sequence[Any], *, hidden_dim: int | None = None, model_config: dict | None = None
+) -> list[ValueModel]:
+    """One critic per source. A repeated name loads once and is deep-copied (independent
+    critics); a repeated object stays one shared critic."""
+    by_name: dict[str, ValueModel] = {}
+    by_object: dict[int, ValueModel] = {}
+    out = []
+    for src in sources:
+        if isinstance(src, (str, os.PathLike)):
+            key = os.fspath(src)
+            if key in by_name:
+                out.append(copy.deepcopy(by_name[key]))
+            else:
+                by_name[key] = load_value_model(
+                    src, hidden_dim=hidden_dim, model_config=model_config
+                )
+                out.append(by_name[key])
+        else:
+            if id(src) not in by_object:
+                by_object[id(src)] = load_value_model(
+                    src, hidden_dim=hidden_dim, model_config=model_config
+                )
+            out.append(by_object[id(src)])
+    return out

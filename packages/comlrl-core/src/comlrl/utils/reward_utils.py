@@ -1,0 +1,15 @@
+"""Compatible import path ``comlrl.utils.reward_utils``."""
+
+from comlrl.core.rewards import (
+    call_reward_function,
+    normalize_reward_lengths,
+    resolve_reward_range,
+    set_reward_range,
+)
+
+__all__ = [
+    "call_reward_function",
+    "normalize_reward_lengths",
+    "resolve_reward_range",
+    "set_reward_range",
+]

@@ -1,0 +1,169 @@
+"""Centralized MAGRPO: one model plays every role.
+
+The single actor receives a joint prompt built by an adapter from every role's own prompt, and
+writes all role outputs in one completion. Training is GRPO on that joint completion; the outputs
+are split back into roles only to call the unchanged multi-agent reward and the eval logger. It is
+the centralized baseline against decentralized MAGRPO, where every role has its own policy.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from comlrl.core.centralized import (
+    CentralizedCollaboration,
+    CentralizedComparatorAdapter,
+    CentralizedComparatorParseError,
+    TaggedCentralizedComparatorAdapter,
+    check_adapter,
+)
+from comlrl.core.config.validation import check_optional_int, normalize_choice
+from comlrl.core.rollout.formatters import build_formatters
+from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.magrpo import MAGRPOTrainer
+
+__all__ = [
+    "CentralizedComparatorAdapter",
+    "CentralizedComparatorParseError",
+    "CentralizedMAGRPOConfig",
+    "CentralizedMAGRPOTrainer",
+    "TaggedCentralizedComparatorAdapter",
+]
+
+COLLABORATION_ALIASES = {"centralised": "centralized", "single_agent": "centralized"}
+
+
+@dataclass
+class CentralizedMAGRPOConfig(MAGRPOConfig):
+    """MAGRPO settings for one joint actor.
+
+    ``num_agents`` is the number of roles the actor writes (default 2), ``num_generations`` counts
+    joint responses, and ``max_new_tokens`` is the budget of the whole joint response. Only
+    single-turn training is supported.
+    """
+
+    num_agents: int | None = 2
+    num_turns: int = 1
+    collaboration_mode: str = "centralized"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_optional_int("num_agents", self.num_agents, 1)
+        if not isinstance(self.collaboration_mode, str) or (
+            COLLABORATION_ALIASES.get(
+                self.collaboration_mode.strip().lower(), self.collaboration_mode.strip().lower()
+            )
+            != "centralized"
+        ):
+            raise ValueError(
+                "collaboration_mode: CentralizedMAGRPOConfig requires centralized collaboration "
+                f"(collaboration_mode='centralized'), got {self.collaboration_mode!r}."
+            )
+        self.collaboration_mode = normalize_choice(
+            "collaboration_mode", self.collaboration_mode, ("centralized",), COLLABORATION_ALIASES
+        )
+        if self.num_turns != 1:
+            raise ValueError(
+                "num_turns: Centralized MAGRPO currently supports num_turns=1 only, "
+                f"got {self.num_turns}."
+            )
+
+
+class CentralizedMAGRPOTrainer(MAGRPOTrainer):
+    """GRPO on one joint actor that writes every role's output (CoMLRL-compatible).
+
+    Args:
+        num_agents: the number of roles; must equal ``args.num_agents`` when both are set.
+        agents: at most one actor model (or pass ``agent_model``).
+        tokenizer: one tokenizer (or a one-element list).
+        reward_func: the multi-agent task reward, called on the split role outputs.
+        formatters: one formatter per role (or one shared).
+        centralized_adapter: builds the joint prompt and splits the joint completion; defaults to
+            :class:`TaggedCentralizedComparatorAdapter`.
+
+    Joint completions that hold no role section are scored as all-empty outputs and counted
+    (``centralized/parse_failures`` in the logged metrics).
+    """
+
+    algorithm_name = "MAGRPO"
+    default_config_cls = CentralizedMAGRPOConfig
+
+    def __init__(
+        self,
+        agent_model=None,
+        agents=None,
+        num_agents: int | None = None,
+        tokenizer=None,
+        reward_func=None,
+        formatters=None,
+        args=None,
+        *,
+        centralized_adapter: Any = None,
+        eval_logger=None,
+        **kwargs,
+    ):
+        if args is None:
+            args = self.default_config_cls()
+        if getattr(args, "collaboration_mode", None) != "centralized":
+            raise ValueError(
+                "CentralizedMAGRPOTrainer requires centralized configuration "
+                "(args.collaboration_mode='centralized'); pass a CentralizedMAGRPOConfig."
+            )
+        if args.num_turns != 1:
+            raise ValueError("num_turns: Centralized MAGRPO currently supports num_turns=1 only.")
+        roles = args.num_agents if args.num_agents is not None else (num_agents or 2)
+        if num_agents is not None and num_agents != roles:
+            raise ValueError(
+                f"num_agents ({num_agents}) must match args.num_agents ({roles}), the role count."
+            )
+        if agents is not None and (isinstance(agents, (str, bytes)) or len(agents) != 1):
+            raise ValueError("Centralized collaboration requires exactly one actor model (agents).")
+        if isinstance(tokenizer, (list, tuple)):
+            if len(tokenizer) != 1:
+                raise ValueError("Centralized collaboration requires one actor tokenizer.")
+            tokenizer = tokenizer[0]
+        if reward_func is None or not callable(reward_func):
+            raise ValueError("reward_func must be callable.")
+        adapter = check_adapter(
+            centralized_adapter
+            if centralized_adapter is not None
+            else TaggedCentralizedComparatorAdapter()
+        )
+        collaboration = CentralizedCollaboration(
+            adapter,
+            build_formatters(formatters, roles),
+            roles,
+            reward_func,
+            reward_call_mode=args.reward_call_mode,
+        )
+        # The base checks args.num_agents against the actor count (one); here it counts roles.
+        actor_args = copy.copy(args)
+        actor_args.num_agents = None
+        super().__init__(
+            agent_model=agent_model,
+            agents=agents,
+            num_agents=1,
+            tokenizer=tokenizer,
+            reward_func=collaboration,
+            formatters=[collaboration.build_prompt],
+            args=actor_args,
+            eval_logger=collaboration.wrap_eval_logger(eval_logger),
+            **kwargs,
+        )
+        self.args = args
+        self.collaboration = collaboration
+        self.centralized_adapter = adapter
+        self.num_roles = roles
+
+    def run_config(self) -> dict[str, Any]:
+        cfg = super().run_config()
+        cfg.update(collaboration_mode="centralized", num_roles=self.num_roles, num_actor_models=1)
+        return cfg
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        """Every record carries the running parse-failure count of the joint completions."""
+        merged = dict(metrics)
+        merged.update(self.collaboration.stats())
+        super().log_metrics(merged, step)

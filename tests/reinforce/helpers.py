@@ -1,0 +1,47 @@
+"""Small builders shared by the REINFORCE tests."""
+
+from comlrl.core.testing import tiny_pair
+from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
+
+PROMPTS = [
+    {"prompt": f"Write a story about {t}."} for t in ("a cat", "the sea", "a robot", "winter")
+]
+
+
+def length_reward(a, b):
+    """Varies with the sampled lengths, so advantages are non-zero."""
+    return [float(len(y) - len(x)) / 10.0 for x, y in zip(a, b)]
+
+
+def make_config(**overrides):
+    base = dict(
+        num_train_epochs=1,
+        num_generations=2,
+        max_new_tokens=8,
+        num_turns=1,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=None,
+        rollout_buffer_size=2,
+        agent_learning_rate=1e-3,
+        logging_steps=1,
+        eval_interval=0,
+        seed=0,
+    )
+    base.update(overrides)
+    return MAGRPOConfig(**base)
+
+
+def make_trainer(tmp_path, reward=length_reward, agents=None, tokenizer=None, **cfg):
+    if agents is None:
+        m0, tok = tiny_pair(seed=0)
+        m1, _ = tiny_pair(seed=1)
+        agents, tokenizer = [m0, m1], tok
+    cfg.setdefault("output_dir", str(tmp_path / "run"))
+    return MAGRPOTrainer(
+        agents=agents,
+        tokenizer=tokenizer,
+        train_dataset=PROMPTS[:2],
+        reward_func=reward,
+        args=make_config(**cfg),
+    )

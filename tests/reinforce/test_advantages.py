@@ -1,0 +1,78 @@
+"""Advantages for every mode, with and without normalization, against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+from comlrl.reinforce.advantages import batch_normalize, group_advantages
+from hypothesis import given
+from hypothesis import strategies as st
+
+R = [1.0, 2.0, 4.0, 5.0]  # mean 3, max 5, population std sqrt(2.5)
+STD = math.sqrt(2.5)
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("mean", [-2.0, -1.0, 1.0, 2.0]),
+        ("raw", [1.0, 2.0, 4.0, 5.0]),
+        ("max", [-4.0, -3.0, -1.0, 0.0]),
+        # (K*R - sum) / (K-1) with K=4, sum=12
+        ("rloo", [(4 - 12) / 3, (8 - 12) / 3, (16 - 12) / 3, (20 - 12) / 3]),
+    ],
+)
+def test_unnormalized(mode, expected):
+    assert group_advantages(R, mode, normalize=False).tolist() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("mean", [-2 / STD, -1 / STD, 1 / STD, 2 / STD]),
+        ("raw", [1 / STD, 2 / STD, 4 / STD, 5 / STD]),
+        ("max", [-4 / STD, -3 / STD, -1 / STD, 0.0]),
+        ("rloo", [-8 / 3 / STD, -4 / 3 / STD, 4 / 3 / STD, 8 / 3 / STD]),
+    ],
+)
+def test_normalized_keeps_each_baseline(mode, expected):
+    assert group_advantages(R, mode, normalize=True).tolist() == pytest.approx(expected)
+
+
+def test_normalized_modes_differ():
+    outs = {m: tuple(group_advantages(R, m, True).tolist()) for m in ("mean", "raw", "max", "rloo")}
+    assert len(set(outs.values())) == 4
+
+
+def test_equal_returns_give_zero_centered_advantages():
+    assert group_advantages([2.0, 2.0, 2.0], "mean", True).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError, match="advantage_mode"):
+        group_advantages(R, "median", False)
+
+
+def test_batch_normalize_is_zscore():
+    out = batch_normalize(torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64))
+    assert out.mean().item() == pytest.approx(0.0, abs=1e-12)
+    assert out.std(unbiased=False).item() == pytest.approx(1.0)
+
+
+@given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
+def test_mean_mode_sums_to_zero(returns):
+    adv = group_advantages(returns, "mean", normalize=True)
+    assert abs(adv.sum().item()) < 1e-6
+
+
+@given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
+def test_max_mode_never_positive(returns):
+    assert (group_advantages(returns, "max", normalize=True) <= 1e-12).all()
+
+
+@given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
+def test_rloo_is_scaled_mean(returns):
+    k = len(returns)
+    rloo = group_advantages(returns, "rloo", normalize=False)
+    mean = group_advantages(returns, "mean", normalize=False)
+    assert torch.allclose(rloo, mean * k / (k - 1), atol=1e-9)

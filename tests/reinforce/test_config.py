@@ -1,0 +1,160 @@
+"""Every MAGRPOConfig field: valid values construct, invalid ones raise naming the field."""
+
+import dataclasses
+
+import pytest
+from comlrl.reinforce import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pos_int = st.integers(1, 1000)
+nonneg_int = st.integers(0, 1000)
+bad_pos_int = st.one_of(
+    st.integers(-1000, 0), st.floats(0.5, 10), st.just(True), st.text(max_size=3)
+)
+bad_nonneg_int = st.one_of(st.integers(-1000, -1), st.floats(0.5, 10), st.just(False))
+opt_pos_int = st.one_of(st.none(), pos_int)
+bad_bool = st.one_of(st.integers(0, 1), st.text(max_size=3), st.none())
+devices = st.one_of(st.none(), st.just("cpu"), st.just(["cpu"]))
+
+# field -> (valid strategy, invalid strategy)
+FIELDS = {
+    "num_train_epochs": (pos_int, bad_pos_int),
+    "agent_learning_rate": (
+        st.floats(1e-9, 1.0),
+        st.one_of(st.floats(-1, 0), st.just(float("nan"))),
+    ),
+    "logging_steps": (pos_int, bad_pos_int),
+    "num_agents": (opt_pos_int, bad_pos_int),
+    "parallel_training": (
+        st.sampled_from(["none", "NONE", " null ", None]),
+        st.sampled_from(["auto", "ddp", "x", 3]),
+    ),
+    "num_generations": (st.integers(2, 64), st.one_of(st.integers(-5, 1), st.just(2.5))),
+    "max_new_tokens": (pos_int, bad_pos_int),
+    "temperature": (st.floats(0.01, 5.0), st.one_of(st.floats(-5, 0), st.just(float("inf")))),
+    "top_p": (st.floats(0.01, 1.0), st.one_of(st.floats(-1, 0), st.floats(1.01, 5))),
+    "top_k": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
+    "num_turns": (pos_int.filter(lambda x: x <= 5), bad_pos_int),
+    "discount": (st.floats(0.0, 1.0), st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3))),
+    "joint_mode": (
+        st.sampled_from(["aligned", "align", "cross", "crossed", "CROSS"]),
+        st.sampled_from(["product", "", "both"]),
+    ),
+    "early_termination_threshold": (
+        st.one_of(st.none(), st.floats(-10, 10)),
+        st.sampled_from([float("nan"), "high"]),
+    ),
+    "external_prompt_passthrough": (st.booleans(), bad_bool),
+    "eval_interval": (nonneg_int, bad_nonneg_int),
+    "eval_num_samples": (nonneg_int, bad_nonneg_int),
+    "eval_batch_size": (pos_int, bad_pos_int),
+    "rollout_buffer_size": (pos_int, bad_pos_int),
+    "train_batch_size": (opt_pos_int, bad_pos_int),
+    "advantage_normalization": (st.booleans(), bad_bool),
+    "advantage_mode": (
+        st.sampled_from(["mean", "raw", "max", "rloo", "MEAN"]),
+        st.sampled_from(["median", "", "gae"]),
+    ),
+    "reference_kl_enabled": (st.booleans(), bad_bool),
+    "reference_kl_coef": (st.floats(0, 10), st.floats(-10, -0.001)),
+    "reference_devices": (devices, st.just([])),
+    "agent_devices": (devices, st.just([])),
+    "seed": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
+    "output_dir": (st.one_of(st.none(), st.just("runs/x")), st.just(3)),
+    "rollout_batch_size": (opt_pos_int, bad_pos_int),
+    "generation_batch_size": (opt_pos_int, bad_pos_int),
+    "logprob_max_tokens": (opt_pos_int, bad_pos_int),
+    "advantage_normalization_scope": (st.sampled_from(["group", "batch"]), st.just("global")),
+    "loss_length_normalization": (
+        st.sampled_from(["none", "token_mean", "constant"]),
+        st.just("sum"),
+    ),
+    "variant": (
+        st.sampled_from([None, "grpo", "dr_grpo", "reinforce_pp", "Dr.GRPO"]),
+        st.just("ppo"),
+    ),
+    "max_grad_norm": (st.one_of(st.none(), st.floats(0.01, 100)), st.floats(-5, 0)),
+    "weight_decay": (st.floats(0, 1), st.floats(-1, -0.001)),
+    "reward_call_mode": (st.sampled_from(["auto", "batch", "per_sample"]), st.just("parallel")),
+    "nonfinite_loss": (st.sampled_from(["raise", "skip"]), st.just("zero")),
+    "eval_greedy": (st.booleans(), bad_bool),
+}
+
+
+def _extra(field):
+    # reference_devices is only checked when the KL term is on
+    return {"reference_kl_enabled": True, "num_agents": 2} if field == "reference_devices" else {}
+
+
+def test_table_covers_every_field():
+    assert set(FIELDS) == {f.name for f in dataclasses.fields(MAGRPOConfig)}
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_field_constraints(field):
+    valid, invalid = FIELDS[field]
+
+    @settings(max_examples=15, deadline=None)
+    @given(valid)
+    def check_valid(value):
+        MAGRPOConfig(**{field: value, **_extra(field)})
+
+    @settings(max_examples=15, deadline=None)
+    @given(invalid)
+    def check_invalid(value):
+        with pytest.raises(ValueError, match=field):
+            MAGRPOConfig(**{field: value, **_extra(field)})
+
+    check_valid()
+    check_invalid()
+
+
+def test_mp_requires_devices():
+    with pytest.raises(ValueError, match="agent_devices"):
+        MAGRPOConfig(parallel_training="mp")
+    assert (
+        MAGRPOConfig(parallel_training="MP", agent_devices=["cpu", "cpu"]).parallel_training == "mp"
+    )
+
+
+def test_agent_devices_length_checked_against_num_agents():
+    with pytest.raises(ValueError, match="agent_devices length"):
+        MAGRPOConfig(num_agents=3, parallel_training="mp", agent_devices=["cpu", "cpu"])
+
+
+def test_defaults_match_reference():
+    c = MAGRPOConfig()
+    assert (c.num_train_epochs, c.agent_learning_rate, c.num_generations, c.max_new_tokens) == (
+        20,
+        5e-6,
+        4,
+        256,
+    )
+    assert (c.temperature, c.top_p, c.top_k, c.num_turns, c.rollout_buffer_size) == (
+        0.6,
+        0.6,
+        50,
+        2,
+        2,
+    )
+    assert c.train_batch_size == c.rollout_buffer_size
+    assert c.joint_mode == "aligned" and c.advantage_mode == "mean"
+
+
+def test_variant_presets():
+    dr = MAGRPOConfig(variant="dr_grpo")
+    assert not dr.advantage_normalization and dr.loss_length_normalization == "constant"
+    pp = MAGRPOConfig(variant="reinforce++")
+    assert pp.advantage_normalization and pp.advantage_normalization_scope == "batch"
+
+
+def test_variant_configs_pick_their_mode():
+    assert MAREINFORCEConfig().advantage_mode == "raw"
+    assert MARLOOConfig().advantage_mode == "rloo"
+    assert MAReMaxConfig().advantage_mode == "max"
+
+
+def test_aliases_normalized():
+    assert MAGRPOConfig(joint_mode="crossed").joint_mode == "cross"
+    assert MAGRPOConfig(joint_mode="align").joint_mode == "aligned"
