@@ -1,0 +1,42 @@
+"""With WANDB_MODE=offline and a wandb_config, a run records the documented metric keys."""
+
+from pathlib import Path
+
+from comlrl.core.logging.jsonl import read_metrics
+
+from .helpers import PROMPTS, make_trainer
+
+KEYS = [
+    "turn_1/reward_mean",
+    "turn_1/expected_return",
+    "agent_0/loss",
+    "agent_1/loss",
+    "timing/generate",
+    "throughput/tokens_per_s",
+    "eval/turn_1/reward_mean",
+]
+
+
+def test_offline_wandb_run_has_metric_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    trainer = make_trainer(tmp_path, eval_interval=1, eval_num_samples=1)
+    trainer.eval_dataset = PROMPTS[:1]
+    trainer.wandb_config = {
+        "project": "comlrl-test",
+        "dir": str(tmp_path / "wb"),
+        "name": "offline-check",
+        "tags": ["test"],
+    }
+    trainer.train()
+    run_id = trainer.logger.wandb_run_id
+    assert run_id
+    trainer.logger.close()
+    files = list(Path(tmp_path / "wb").rglob(f"run-{run_id}.wandb"))
+    assert len(files) == 1
+    blob = files[0].read_bytes()
+    for key in KEYS:
+        assert key.encode() in blob, key
+    jsonl = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    logged = set().union(*jsonl)
+    assert set(KEYS) <= logged
