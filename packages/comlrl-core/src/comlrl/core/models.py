@@ -36,8 +36,7 @@ def resolve_model_sources(agent_model: Any, agents: Any, num_agents: int | None)
         if num_agents is not None and agent_model is not None and len(agents) != num_agents:
             raise ValueError(f"agents length ({len(agents)}) must match num_agents ({num_agents}).")
         if agent_model is not None:
-            names = {str(a) for a in agents if _is_name(a)}
-            if len(names) != len(agents) or names != {str(agent_model)}:
+            if not all(_is_name(a) and str(a) == str(agent_model) for a in agents):
                 raise ValueError(
                     "agent_model and agents conflict: pass agent_model for identical agents, "
                     "or agents for a heterogeneous list, not both."
