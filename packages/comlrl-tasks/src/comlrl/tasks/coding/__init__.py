@@ -1,0 +1,1 @@
+"""Code generation: a helper (``aux``) agent and a main agent solve HumanEval-style problems."""

@@ -1,0 +1,1 @@
+"""Building blocks shared by the task environments: data loading, prompts, rewards, hooks."""

@@ -1,0 +1,79 @@
+"""What is sent into the sandbox and what comes back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TestSnippet:
+    """One statement block run after the setup code, in the same namespace.
+
+    ``counts`` is False for context statements (assignments a test needs); those are run but
+    are not scored. ``name`` is what feedback shows for a failing test.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    code: str
+    name: str = ""
+    counts: bool = True
+
+
+@dataclass(frozen=True)
+class ExecJob:
+    """Code to run in one sandboxed child.
+
+    ``setup`` is executed first (the agents' merged code). Then either each of ``tests`` runs in
+    order, or, when ``unittest_source`` is given, that module source is executed and every
+    ``unittest.TestCase`` method it defines runs as one test.
+    """
+
+    setup: str
+    tests: tuple[TestSnippet, ...] = ()
+    unittest_source: str | None = None
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """The result of one scored test."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    passed: bool
+    timed_out: bool = False
+    error_type: str | None = None
+    message: str = ""
+
+
+@dataclass
+class ExecResult:
+    """What a sandboxed run produced.
+
+    ``status`` is ``"ok"`` when the harness reported back, ``"setup_error"`` when the agents'
+    code raised before any test ran, ``"killed"`` when the parent stopped the run at
+    ``wall_seconds``, and ``"crashed"`` when the child died without a report (for example on
+    the CPU-time or memory limit).
+    """
+
+    status: str
+    tests: list[TestOutcome] = field(default_factory=list)
+    setup_error: str | None = None
+    setup_error_type: str | None = None
+    pid: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    returncode: int | None = None
+    output_tail: str = ""
+    layers: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> int:
+        """How many scored tests passed."""
+        return sum(1 for t in self.tests if t.passed)
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether any time limit fired (a test's or the whole run's)."""
+        return self.status == "killed" or any(t.timed_out for t in self.tests)

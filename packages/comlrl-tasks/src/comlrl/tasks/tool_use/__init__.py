@@ -1,0 +1,1 @@
+"""Tool use: agents split the function calls that answer a request (BFCL style)."""

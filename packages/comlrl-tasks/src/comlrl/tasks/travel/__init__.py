@@ -1,0 +1,1 @@
+"""Travel planning: two agents fill disjoint slots of a day-by-day plan as strict JSON."""

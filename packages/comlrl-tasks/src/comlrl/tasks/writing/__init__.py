@@ -1,0 +1,1 @@
+"""Writing tasks: TLDR summaries (concise vs. detailed) and arXiv introductions."""
