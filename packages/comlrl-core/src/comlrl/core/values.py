@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import nn
+
 from comlrl.core.logprobs import TokenLogprobs, pack, selective_log_softmax
 from comlrl.core.rollout.generation import left_pad
-from torch import nn
 
 VALUE_HEAD_FILE = "value_head.pt"
 VALUE_AT = ("prompt_end", "sequence_end")
@@ -149,11 +150,17 @@ class ValueModel(nn.Module):
         """The value at the last token of each row (gradients flow unless under no_grad)."""
         return last_token_values(self.backbone, self.value_head, rows, pad_id)
 
-    def save_pretrained(self, directory: str | os.PathLike, **kwargs) -> None:
-        """Write the body with ``save_pretrained`` (it reloads with ``AutoModel``) and the head
-        as ``value_head.pt``."""
-        self.backbone.save_pretrained(directory, **kwargs)
-        save_value_head(self.value_head, directory)
+
+def save_value_model(model: ValueModel, directory: str | os.PathLike) -> None:
+    """Write a critic: its body with ``save_pretrained`` (it reloads with ``AutoModel``) and its
+    head as ``value_head.pt``; :func:`load_value_model` reads the directory back.
+
+    A function rather than a ``save_pretrained`` method on purpose: generic savers that see
+    ``save_pretrained`` assume a Hugging Face model whose state-dict keys ``from_pretrained``
+    can read, which a body-plus-head module's keys are not.
+    """
+    model.backbone.save_pretrained(directory)
+    save_value_head(model.value_head, directory)
 
 
 def _body_hidden(backbone, input_ids, attention_mask, position_ids=None) -> torch.Tensor:
@@ -242,7 +249,7 @@ def load_value_model(
     """A critic from a hub id or directory (loaded with ``AutoModel``: no LM head), a causal LM
     or body object (its body is used, trained in place), or a :class:`ValueModel` (as is).
 
-    A directory that holds ``value_head.pt`` (written by :meth:`ValueModel.save_pretrained`)
+    A directory that holds ``value_head.pt`` (written by :func:`save_value_model`)
     restores the trained head.
     """
     if isinstance(source, ValueModel):
@@ -254,8 +261,9 @@ def load_value_model(
         return source
     saved = None
     if isinstance(source, (str, os.PathLike)):
-        from comlrl.core.models import model_load_kwargs
         from transformers import AutoModel
+
+        from comlrl.core.models import model_load_kwargs
 
         backbone = AutoModel.from_pretrained(os.fspath(source), **model_load_kwargs(model_config))
         if os.path.isdir(os.fspath(source)):

@@ -1,0 +1,126 @@
+"""Critic arguments and placement: ``critic_model`` / ``critics`` to one source per critic
+(checked without loading anything), and where and how critics are built."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from comlrl.core.devices import resolve_devices
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, (str, bytes)) or hasattr(value, "__fspath__")
+
+
+def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: str) -> list[Any]:
+    """One source per critic (``count`` of them).
+
+    ``critic_model`` is a name loaded once per critic (a model object only when one critic is
+    wanted); ``critics`` is a list with exactly ``count`` names, directories or objects. Both may
+    be given only when ``critics`` repeats the ``critic_model`` name.
+    """
+    if critics is not None:
+        if _is_name(critics) or not isinstance(critics, Sequence):
+            raise ValueError(
+                f"critics must be a list of model names, directories or model objects, "
+                f"got {type(critics).__name__}."
+            )
+        if len(critics) != count:
+            what = "one centralized critic" if count == 1 else "one critic per agent"
+            raise ValueError(
+                f"critics length ({len(critics)}) must match {count}: {family} uses {what}."
+            )
+        if any(c is None for c in critics):
+            raise ValueError("critics entries must be non-null.")
+        if critic_model is not None:
+            names = {os.fspath(c) for c in critics if _is_name(c)}
+            if (
+                len(names) != 1
+                or not all(_is_name(c) for c in critics)
+                or names != {os.fspath(critic_model) if _is_name(critic_model) else None}
+            ):
+                raise ValueError(
+                    "critic_model and critics conflict: pass critic_model for identical critics, "
+                    "or critics for a list, not both."
+                )
+        return list(critics)
+    if critic_model is None:
+        raise ValueError(f"{family}: critics must be provided (critic_model or critics).")
+    if not _is_name(critic_model) and count > 1:
+        raise ValueError(
+            "critic_model should be a model name or directory to build one critic per agent; to "
+            f"share one critic object pass critics=[critic] * {count}."
+        )
+    return [critic_model] * count
+
+
+class CriticSetup:
+    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: critic devices, vocabulary
+    checks, seeded head initialisation and critic loading options. Uses ``args``,
+    ``agent_devices``, ``num_agents`` and ``model_config``."""
+
+    def _critic_devices(self, count: int) -> list[torch.device]:
+        """Where ``count`` critics go: ``critic_devices`` in mp mode (default: the agents'
+        devices); otherwise the one device every model shares."""
+        a = self.args
+        if a.parallel_training == "mp":
+            if a.critic_devices is None:
+                return [self.agent_devices[i % self.num_agents] for i in range(count)]
+            return resolve_devices(a.critic_devices, count, "critic_devices")
+        shared = self.agent_devices[0]
+        if a.critic_devices is not None:
+            asked = {str(d) for d in resolve_devices(a.critic_devices, count, "critic_devices")}
+            if asked != {str(shared)}:
+                raise ValueError(
+                    f"critic_devices {a.critic_devices!r}: parallel_training='none' keeps every "
+                    f"model on {shared}; set parallel_training='mp' to place critics elsewhere."
+                )
+        return [shared] * count
+
+    def _check_critic_vocab(self, backbone, tokenizer, label: str) -> None:
+        """A critic reads its agent's token ids, so its embedding table must cover them."""
+        rows = backbone.get_input_embeddings().weight.shape[0]
+        if len(tokenizer) <= rows:
+            return
+        if self.model_config.get("special_tokens"):
+            backbone.resize_token_embeddings(len(tokenizer))
+            return
+        raise ValueError(
+            f"{label} has {rows} token embeddings but reads ids from a tokenizer of "
+            f"{len(tokenizer)} tokens; use a critic from the agent's model family."
+        )
+
+    @contextmanager
+    def _seeded_init(self, salt: int):
+        """Initialise new heads from ``args.seed`` (when set) without touching the global RNG,
+        so two runs with one seed start from the same critics."""
+        if self.args.seed is None:
+            yield
+            return
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed((self.args.seed * 7919 + salt) % (2**63))
+            yield
+
+    def _critic_model_config(self) -> dict:
+        """``model_config`` for loading critics: ``critic_model_kwargs`` replace
+        ``model_kwargs``."""
+        cfg = dict(self.model_config)
+        cfg["model_kwargs"] = dict(cfg.get("critic_model_kwargs") or {})
+        return cfg
+
+    def _critic_head_dim(self) -> int | None:
+        """The critic head's hidden dim from the config, or (reference spelling) model_config."""
+        from_config = self.args.critic_value_head_hidden_dim
+        from_model_config = self.model_config.get("critic_value_head_hidden_dim")
+        if from_config is not None and from_model_config is not None:
+            if from_config != from_model_config:
+                raise ValueError(
+                    "critic_value_head_hidden_dim is set in both args and model_config with "
+                    f"different values ({from_config} vs {from_model_config}); set it once."
+                )
+        return from_config if from_config is not None else from_model_config

@@ -1,0 +1,300 @@
+"""IAC: independent actor-critic. Each agent learns from its own critic, either a separate model
+(a transformer body plus a value head) or a value head on its actor's last hidden state."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import torch
+
+from comlrl.ac.base import ActorCriticTrainerBase
+from comlrl.ac.config import IACConfig
+from comlrl.ac.critics import resolve_critic_sources
+from comlrl.ac.samples import RolloutSample
+from comlrl.ac.steps import mean_or_nan
+from comlrl.ac.targets import value_error
+from comlrl.core.logprobs import micro_batches
+from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.values import (
+    backbone_of,
+    build_value_head,
+    last_token_values,
+    load_value_head_state,
+    load_value_models,
+    logprobs_and_values,
+    save_value_head,
+    save_value_model,
+)
+
+
+class IACTrainer(ActorCriticTrainerBase):
+    """Independent actor-critic trainer (CoMLRL-compatible constructor and methods).
+
+    Attributes: ``agents``, ``critics`` (empty with value heads), ``value_heads`` (empty with
+    separate critics), ``agent_optimizers``, ``critic_optimizers``, ``tokenizers``.
+    """
+
+    algorithm_name = "IAC"
+    default_config_cls = IACConfig
+
+    # ------------------------------------------------------------------ construction
+    def _resolve_critic_sources(self, critic_model, critics, num_agents: int, args) -> list:
+        if not args.use_separate_critic:
+            if critic_model is not None or critics is not None:
+                raise ValueError(
+                    "use_separate_critic=False puts a value head on each actor, so critic_model "
+                    "and critics must not be given; drop them or set use_separate_critic=True."
+                )
+            return []
+        if critic_model is None and critics is None:
+            raise ValueError(
+                "IAC with use_separate_critic=True: critics must be provided, as critic_model "
+                "(one copy per agent) or critics (one per agent); or set "
+                "use_separate_critic=False for value heads on the actors."
+            )
+        return resolve_critic_sources(critic_model, critics, num_agents, "IAC")
+
+    @property
+    def separate_critics(self) -> bool:
+        """True when every agent has a separate critic model."""
+        return self.args.use_separate_critic
+
+    def _setup_critics(self, sources: list) -> None:
+        a = self.args
+        self.value_heads: list = []
+        if not a.use_separate_critic:
+            self._setup_value_heads()
+            return
+        with self._seeded_init(salt=1):
+            self.critics = load_value_models(
+                sources,
+                hidden_dim=self._critic_head_dim(),
+                model_config=self._critic_model_config(),
+            )
+        for i, (agent, critic) in enumerate(zip(self.agents, self.critics)):
+            if critic.backbone is backbone_of(agent):
+                raise ValueError(
+                    f"critic {i} is agent {i}'s own model; pass a separate critic model, or set "
+                    "use_separate_critic=False for a value head on the actor."
+                )
+        for i, (critic, device) in enumerate(
+            zip(self.critics, self._critic_devices(self.num_agents))
+        ):
+            critic.to(device)
+            self._check_critic_vocab(critic.backbone, self.tokenizers[i], f"critic {i}")
+        self.critic_optimizers = [
+            torch.optim.AdamW(
+                c.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay
+            )
+            for c in self.critics
+        ]
+
+    def _setup_value_heads(self) -> None:
+        """One head per agent on its actor's last hidden state; an actor directory saved by
+        :meth:`save_model` restores its head. The head trains with the actor's optimizer, at
+        ``critic_learning_rate``."""
+        a = self.args
+        for i, (agent, src) in enumerate(zip(self.agents, self.sources)):
+            saved = None
+            if isinstance(src, (str, os.PathLike)) and os.path.isdir(os.fspath(src)):
+                saved = load_value_head_state(src)
+            with self._seeded_init(salt=100 + i):
+                head = build_value_head(
+                    backbone_of(agent), a.value_head_hidden_dim, saved, f"agent {i}'s value head"
+                )
+            self.value_heads.append(head.to(self.agent_devices[i]))
+        self.agent_optimizers = [
+            torch.optim.AdamW(
+                [
+                    {"params": list(agent.parameters()), "lr": a.agent_learning_rate},
+                    {"params": list(head.parameters()), "lr": a.critic_learning_rate},
+                ],
+                lr=a.agent_learning_rate,
+                weight_decay=a.weight_decay,
+            )
+            for agent, head in zip(self.agents, self.value_heads)
+        ]
+
+    # ------------------------------------------------------------------ values
+    def _value_modules(self, agent: int):
+        if self.separate_critics:
+            critic = self.critics[agent]
+            return critic.backbone, critic.value_head
+        return backbone_of(self.agents[agent]), self.value_heads[agent]
+
+    def _value_row(self, s: RolloutSample) -> list[int]:
+        """What the critic reads: the history (V) or history plus action (Q)."""
+        if self.args.uses_q_critic:
+            return list(s.prompt_ids) + list(s.completion_ids)
+        return list(s.prompt_ids)
+
+    def values_of(self, agent: int, rows: list[list[int]]) -> list[float]:
+        """Agent ``agent``'s critic estimates at the last token of each row (no gradients)."""
+        backbone, head = self._value_modules(agent)
+        pad = self.tokenizers[agent].pad_token_id
+        modes = [(m, m.training) for m in (backbone, head)]
+        for m, _ in modes:
+            m.eval()
+        out: list[float] = []
+        try:
+            with torch.no_grad():
+                for idx in micro_batches([len(r) for r in rows], self.args.logprob_max_tokens):
+                    vals = last_token_values(backbone, head, [rows[j] for j in idx], pad)
+                    out.extend(float(v) for v in vals.tolist())
+        finally:
+            for m, was in modes:
+                m.train(was)
+        return out
+
+    def _estimate_values(self, nodes: list[TreeNode]):
+        q = self.args.uses_q_critic
+
+        def run(i: int, _arg) -> list[list[float]]:
+            rows = []
+            for node in nodes:
+                ps = node.samples[i]
+                if q:
+                    rows.extend(
+                        list(ps.prompt_ids) + list(ps.completion_ids[action[i]])
+                        for action in node.joint_actions
+                    )
+                else:
+                    # V(h) does not depend on the action: one row per prompt, not per sample.
+                    rows.append(list(ps.prompt_ids))
+            flat = self.values_of(i, rows)
+            out, pos = [], 0
+            for node in nodes:
+                count = len(node.joint_actions)
+                if q:
+                    out.append(flat[pos : pos + count])
+                    pos += count
+                else:
+                    out.append([flat[pos]] * count)
+                    pos += 1
+            return out
+
+        return self.workers.map(run), None
+
+    # ------------------------------------------------------------------ updates
+    def _update(self, buffers: list[list[RolloutSample]]) -> dict[str, float]:
+        # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
+        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
+        stats = self.workers.map(
+            lambda i, arg: self._update_agent(i, *arg), list(zip(buffers, seeds))
+        )
+        metrics: dict[str, float] = {}
+        for i, st in enumerate(stats):
+            metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
+        return metrics
+
+    def _update_agent(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
+        rng = random.Random(seed)
+        actor_losses, critic_losses, norms = [], [], []
+        backbone, head = self._value_modules(agent)
+        for module in (self.agents[agent], backbone, head):
+            module.train()
+        pad = self.tokenizers[agent].pad_token_id
+        for batch, advs in self._actor_batches(samples, rng):
+            if self.separate_critics:
+                result = self._policy_step(agent, batch, advs)
+                if result is not None:
+                    actor_losses.append(result[0])
+                    norms.append(result[1])
+                err = self._critic_step(
+                    self.critics[agent],
+                    self.critic_optimizers[agent],
+                    [self._value_row(s) for s in batch],
+                    [s.value_target for s in batch],
+                    [s.old_value for s in batch],
+                    pad,
+                    f"agent {agent}",
+                )
+                if err is not None:
+                    critic_losses.append(err)
+            else:
+                result = self._shared_step(agent, batch, advs)
+                if result is not None:
+                    actor_losses.append(result[0])
+                    critic_losses.append(result[1])
+                    norms.append(result[2])
+        return {
+            "actor_loss": mean_or_nan(actor_losses),
+            "critic_loss": mean_or_nan(critic_losses),
+            "grad_norm": mean_or_nan(norms),
+        }
+
+    def _shared_step(self, agent: int, batch: list[RolloutSample], advs: list[float]):
+        """One step on ``L_π + value_loss_coef · L_V`` where log-probs and values come from the
+        same forward of the actor."""
+        a = self.args
+        model, head = self.agents[agent], self.value_heads[agent]
+        opt = self.agent_optimizers[agent]
+        pad = self.tokenizers[agent].pad_token_id
+        value_at = "sequence_end" if a.uses_q_critic else "prompt_end"
+        lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
+        size = len(batch)
+        opt.zero_grad(set_to_none=True)
+        actor_total, err_total = 0.0, 0.0
+        for idx in micro_batches(lengths, a.logprob_max_tokens):
+            lp, values = logprobs_and_values(
+                model,
+                head,
+                [batch[j].prompt_ids for j in idx],
+                [batch[j].completion_ids for j in idx],
+                pad,
+                value_at,
+            )
+            device = values.device
+            w = torch.tensor([advs[j] / size for j in idx], dtype=torch.float32, device=device)
+            t = torch.tensor(
+                [batch[j].value_target for j in idx], dtype=values.dtype, device=device
+            )
+            o = torch.tensor([batch[j].old_value for j in idx], dtype=values.dtype, device=device)
+            policy_loss = -(w * lp.sequence_sum().to(device)).sum()
+            err = value_error(values, t, o, a.value_clip_range)
+            loss = policy_loss + a.value_loss_coef * err.sum() / size
+            if not self._loss_is_usable(loss, f"actor+value (agent {agent})"):
+                opt.zero_grad(set_to_none=True)
+                return None
+            loss.backward()
+            actor_total += policy_loss.item()
+            err_total += err.detach().sum().item()
+        params = list(model.parameters()) + list(head.parameters())
+        return actor_total, err_total / size, self._clip_and_step(params, opt)
+
+    # ------------------------------------------------------------------ saving and state
+    def save_model(self, output_dir: str) -> None:
+        """Write each actor (and its tokenizer) with its critic in ``critic/`` or its head as
+        ``value_head.pt``: ``output_dir/agent_{i}/`` for several agents, ``output_dir/`` for one.
+        Both reload as trainer inputs (``agents=[...]``, ``critics=[.../critic]``)."""
+        for i, (model, tok) in enumerate(zip(self.agents, self.tokenizers)):
+            path = output_dir if self.num_agents == 1 else os.path.join(output_dir, f"agent_{i}")
+            model.save_pretrained(path)
+            tok.save_pretrained(path)
+            if self.separate_critics:
+                critic_dir = os.path.join(path, "critic")
+                save_value_model(self.critics[i], critic_dir)
+                tok.save_pretrained(critic_dir)
+            else:
+                save_value_head(self.value_heads[i], path)
+        logger = getattr(self, "logger", None)
+        if logger is not None and logger.wandb is not None:
+            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+
+    def checkpoint_tokenizers(self) -> dict[str, Any]:
+        """Each agent's tokenizer, saved with its actor and with its critic (which reads it)."""
+        toks = super().checkpoint_tokenizers()
+        if self.separate_critics:
+            toks.update({f"critic_{i}": tok for i, tok in enumerate(self.tokenizers)})
+        return toks
+
+    def trainable_models(self) -> dict[str, Any]:
+        """Actors, then each agent's critic (``critic_i``) or value head (``value_head_i``)."""
+        models: dict[str, Any] = {f"agent_{i}": m for i, m in enumerate(self.agents)}
+        if self.separate_critics:
+            models.update({f"critic_{i}": c for i, c in enumerate(self.critics)})
+        else:
+            models.update({f"value_head_{i}": h for i, h in enumerate(self.value_heads)})
+        return models

@@ -1,0 +1,272 @@
+"""MAAC: multi-agent actor-critic with one centralized critic.
+
+The critic reads the joint observation as text: ``[Agent i] <prompt_i>`` blocks (0-based)
+separated by blank lines, and for a Q critic a ``[Joint Action]`` block followed by
+``[Agent i action]`` blocks with each completion. It is tokenized with agent 0's tokenizer and
+left-truncated to the critic's context (the value is read at the last token, which must stay).
+The critic is updated once per joint sample; each actor is updated from its own samples with the
+joint TD advantage.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from comlrl.ac.base import ActorCriticTrainerBase
+from comlrl.ac.config import MAACConfig
+from comlrl.ac.critics import resolve_critic_sources
+from comlrl.ac.samples import JointSample, RolloutSample
+from comlrl.ac.steps import mean_or_nan
+from comlrl.ac.targets import explained_variance, td_target
+from comlrl.core.logprobs import micro_batches
+from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.values import (
+    backbone_of,
+    last_token_values,
+    load_value_models,
+    save_value_model,
+)
+
+
+def joint_text(prompts: list[str], completions: list[str] | None = None) -> str:
+    """The centralized critic's input: every agent's prompt, and (Q) the joint action."""
+    blocks = [f"[Agent {i}] {p}" for i, p in enumerate(prompts)]
+    if completions is not None:
+        blocks.append("[Joint Action]")
+        blocks.extend(f"[Agent {i} action]\n{c}" for i, c in enumerate(completions))
+    return "\n\n".join(blocks)
+
+
+class MAACTrainer(ActorCriticTrainerBase):
+    """Multi-agent actor-critic trainer with a centralized critic (CoMLRL-compatible).
+
+    Attributes: ``agents``, ``critics`` (one), ``agent_optimizers``, ``critic_optimizers``
+    (one), ``tokenizers``.
+    """
+
+    algorithm_name = "MAAC"
+    default_config_cls = MAACConfig
+
+    # ------------------------------------------------------------------ construction
+    def _resolve_critic_sources(self, critic_model, critics, num_agents: int, args) -> list:
+        if critic_model is None and critics is None:
+            raise ValueError(
+                "MAAC needs one centralized critic: critics must be provided, as critic_model or "
+                "a one-element critics list."
+            )
+        return resolve_critic_sources(critic_model, critics, 1, "MAAC")
+
+    def _setup_critics(self, sources: list) -> None:
+        a = self.args
+        with self._seeded_init(salt=1):
+            critic = load_value_models(
+                sources,
+                hidden_dim=self._critic_head_dim(),
+                model_config=self._critic_model_config(),
+            )[0]
+        if any(critic.backbone is backbone_of(agent) for agent in self.agents):
+            raise ValueError(
+                "MAAC's critic is one of the agents' own models; pass a separate critic model."
+            )
+        critic.to(self._critic_devices(1)[0])
+        self._check_critic_vocab(critic.backbone, self.tokenizers[0], "the centralized critic")
+        self.critics = [critic]
+        self.critic_optimizers = [
+            torch.optim.AdamW(
+                critic.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay
+            )
+        ]
+        self.critic_buffer: list[JointSample] = []
+        config = critic.config
+        limit = getattr(config, "max_position_embeddings", None) or getattr(
+            config, "n_positions", None
+        )
+        self._critic_max_tokens = int(limit) if isinstance(limit, int) and limit > 0 else None
+
+    @property
+    def critic(self):
+        """The centralized critic."""
+        return self.critics[0]
+
+    # ------------------------------------------------------------------ the joint observation
+    def joint_ids(self, prompts: list[str], completions: list[str] | None = None) -> list[int]:
+        """Token ids of :func:`joint_text`, keeping the tail when longer than the critic's
+        context."""
+        ids = self.tokenizers[0](joint_text(prompts, completions), add_special_tokens=True)[
+            "input_ids"
+        ]
+        if self._critic_max_tokens is not None and len(ids) > self._critic_max_tokens:
+            ids = ids[-self._critic_max_tokens :]
+        return list(ids)
+
+    def values_of(self, rows: list[list[int]]) -> list[float]:
+        """The critic's estimates at the last token of each joint row (no gradients)."""
+        critic = self.critic
+        pad = self.tokenizers[0].pad_token_id
+        was = critic.training
+        critic.eval()
+        out: list[float] = []
+        try:
+            with torch.no_grad():
+                for idx in micro_batches([len(r) for r in rows], self.args.logprob_max_tokens):
+                    vals = last_token_values(
+                        critic.backbone, critic.value_head, [rows[j] for j in idx], pad
+                    )
+                    out.extend(float(v) for v in vals.tolist())
+        finally:
+            critic.train(was)
+        return out
+
+    def _estimate_values(self, nodes: list[TreeNode]):
+        q = self.args.uses_q_critic
+        ids_per_node: list[list[list[int]]] = []
+        rows: list[list[int]] = []
+        for node in nodes:
+            if q:
+                per_action = [
+                    self.joint_ids(node.prompts, node.completions(k))
+                    for k in range(len(node.joint_actions))
+                ]
+                rows.extend(per_action)
+            else:
+                # V(s) is one estimate per joint state, shared by every action at the node.
+                state = self.joint_ids(node.prompts)
+                rows.append(state)
+                per_action = [state] * len(node.joint_actions)
+            ids_per_node.append(per_action)
+        flat = self.values_of(rows)
+        values, pos = [], 0
+        for node in nodes:
+            count = len(node.joint_actions)
+            if q:
+                values.append(flat[pos : pos + count])
+                pos += count
+            else:
+                values.append([flat[pos]] * count)
+                pos += 1
+        return [values] * self.num_agents, ids_per_node
+
+    def _joint_samples(self, nodes, index, samples, values, aux) -> list[list[JointSample]]:
+        """The critic's target uses the joint reward, shaped by the agents' mean reference KL
+        (each actor's own advantage is shaped by its own KL)."""
+        gamma = self.args.discount
+        coef = self.args.reference_kl_coef
+        out = []
+        for j, node in enumerate(nodes):
+            per_node = []
+            for k in range(len(node.joint_actions)):
+                reward = float(node.rewards[k])
+                kls = [samples[i][j][k].reference_kl for i in range(self.num_agents)]
+                if all(kl is not None for kl in kls):
+                    reward -= coef * float(np.mean(kls))
+                child = self._child(node, k)
+                next_value = values[0][index[id(child)]][0] if child is not None else None
+                per_node.append(
+                    JointSample(
+                        turn_idx=node.turn,
+                        input_ids=list(aux[j][k]),
+                        old_value=float(values[0][j][k]),
+                        target=td_target(reward, next_value, gamma),
+                        env_step=node.env_step,
+                    )
+                )
+            out.append(per_node)
+        return out
+
+    def _buffer_joint(self, joint: list[JointSample]) -> None:
+        self.critic_buffer.extend(joint)
+
+    # ------------------------------------------------------------------ updates
+    def _update(self, buffers: list[list[RolloutSample]]) -> dict[str, float]:
+        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents + 1)]
+        stats = self.workers.map(
+            lambda i, arg: self._update_actor(i, *arg), list(zip(buffers, seeds[:-1]))
+        )
+        joint = list(self.critic_buffer)
+        critic_loss = self._update_critic(joint, random.Random(seeds[-1]))
+        self.critic_buffer = []
+        metrics: dict[str, float] = {}
+        for i, st in enumerate(stats):
+            metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
+        metrics["critic/critic_loss"] = critic_loss
+        metrics["critic/value_mean"] = float(np.mean([s.old_value for s in joint]))
+        metrics["critic/explained_variance"] = explained_variance(
+            [s.old_value for s in joint], [s.target for s in joint]
+        )
+        return metrics
+
+    def _update_actor(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
+        rng = random.Random(seed)
+        self.agents[agent].train()
+        losses, norms = [], []
+        for batch, advs in self._actor_batches(samples, rng):
+            result = self._policy_step(agent, batch, advs)
+            if result is not None:
+                losses.append(result[0])
+                norms.append(result[1])
+        return {"actor_loss": mean_or_nan(losses), "grad_norm": mean_or_nan(norms)}
+
+    def _update_critic(self, joint: list[JointSample], rng: random.Random) -> float:
+        """Once per joint sample: shuffled mini-batches of ``train_batch_size``."""
+        critic = self.critic
+        critic.train()
+        order = list(joint)
+        rng.shuffle(order)
+        size = self.args.train_batch_size
+        pad = self.tokenizers[0].pad_token_id
+        errors = []
+        for start in range(0, len(order), size):
+            batch = order[start : start + size]
+            err = self._critic_step(
+                critic,
+                self.critic_optimizers[0],
+                [s.input_ids for s in batch],
+                [s.target for s in batch],
+                [s.old_value for s in batch],
+                pad,
+                "centralized critic",
+            )
+            if err is not None:
+                errors.append(err)
+        return mean_or_nan(errors)
+
+    # ------------------------------------------------------------------ saving and state
+    def save_model(self, output_dir: str) -> None:
+        """Write ``output_dir/agent_{i}/`` (actor and tokenizer) and ``output_dir/critic/``
+        (the critic's body, ``value_head.pt`` and agent 0's tokenizer, which it reads with)."""
+        for i, (model, tok) in enumerate(zip(self.agents, self.tokenizers)):
+            path = os.path.join(output_dir, f"agent_{i}")
+            model.save_pretrained(path)
+            tok.save_pretrained(path)
+        critic_dir = os.path.join(output_dir, "critic")
+        save_value_model(self.critic, critic_dir)
+        self.tokenizers[0].save_pretrained(critic_dir)
+        logger = getattr(self, "logger", None)
+        if logger is not None and logger.wandb is not None:
+            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+
+    def checkpoint_tokenizers(self) -> dict[str, Any]:
+        """Each actor's tokenizer, and agent 0's with the critic (it reads the joint text)."""
+        toks = super().checkpoint_tokenizers()
+        toks["critic"] = self.tokenizers[0]
+        return toks
+
+    def trainable_models(self) -> dict[str, Any]:
+        """Actors (``agent_i``) and the centralized ``critic``."""
+        models: dict[str, Any] = {f"agent_{i}": m for i, m in enumerate(self.agents)}
+        models["critic"] = self.critic
+        return models
+
+    def _family_state_dict(self) -> dict[str, Any]:
+        state = super()._family_state_dict()
+        state["critic_buffer"] = [s.to_state() for s in self.critic_buffer]
+        return state
+
+    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+        super()._load_family_state_dict(state)
+        self.critic_buffer = [JointSample.from_state(s) for s in state["critic_buffer"]]

@@ -1,0 +1,130 @@
+"""What the actor-critic trainers report: training metrics per drained buffer, the user's
+``metrics_callback``, and evaluation (the core's policy-only eval plus callback metrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from comlrl.ac.samples import Episode, RolloutSample
+from comlrl.ac.targets import explained_variance, mean_std
+from comlrl.core.rollout.tree import TreeNode
+
+
+class Reporting:
+    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``,
+    ``metrics_callback``, ``_timings``, ``_tokens``, ``_last_train_log_step`` and the core's
+    ``log_metrics`` and ``_evaluate_items``."""
+
+    def _report_episode(self, episode: Episode) -> None:
+        if self.metrics_callback is None:
+            return
+        flat = [s for per_agent in episode.samples for s in per_agent]
+        metrics = self._callback_metrics(flat)
+        if metrics:
+            self.log_metrics(metrics, episode.env_step)
+
+    def _callback_metrics(self, samples: list[RolloutSample]) -> dict[str, float]:
+        out = self.metrics_callback(samples)
+        if out is None:
+            return {}
+        if not isinstance(out, dict):
+            raise ValueError(
+                f"metrics_callback must return a dict of numbers, got {type(out).__name__}."
+            )
+        metrics = {}
+        for key, value in out.items():
+            try:
+                metrics[str(key)] = float(value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"metrics_callback returned a non-numeric value for {key!r}: {value!r}."
+                ) from exc
+        return metrics
+
+    # ------------------------------------------------------------------ logging
+    def _should_log(self, step: int) -> bool:
+        last = self._last_train_log_step
+        return self.args.logging_steps <= 1 or last < 0 or step - last >= self.args.logging_steps
+
+    def _log_drain(self, buffers: list[list[RolloutSample]], stats: dict[str, float]) -> None:
+        a = self.args
+        everything = [s for b in buffers for s in b]
+        if not everything:
+            return
+        step = max(s.env_step for s in everything)
+        if not self._should_log(step):
+            return
+        self._last_train_log_step = step
+        metrics: dict[str, float] = {}
+        for turn in sorted({s.turn_idx for s in everything}):
+            group = [s for s in everything if s.turn_idx == turn]
+            first = [s for s in buffers[0] if s.turn_idx == turn]
+            t = turn + 1
+            metrics[f"turn_{t}/reward_mean"] = float(np.mean([s.reward for s in first]))
+            metrics[f"turn_{t}/expected_return"] = float(np.mean([s.returns for s in group]))
+            if a.reference_kl_enabled:
+                kls = [s.reference_kl for s in group if s.reference_kl is not None]
+                if kls:
+                    metrics[f"turn_{t}/reference_kl_mean"] = float(np.mean(kls))
+                    metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
+                        np.mean(kls)
+                    )
+        for i, samples in enumerate(buffers):
+            advs = [float(s.advantage) for s in samples]
+            adv_mean, adv_std = mean_std(advs)
+            metrics[f"agent_{i}/value_mean"] = float(np.mean([s.old_value for s in samples]))
+            metrics[f"agent_{i}/advantage_mean"] = adv_mean
+            metrics[f"agent_{i}/advantage_std"] = adv_std
+            metrics[f"agent_{i}/explained_variance"] = explained_variance(
+                [s.old_value for s in samples], [s.value_target for s in samples]
+            )
+        metrics.update(stats)
+        for key, value in self._timings.items():
+            metrics[f"timing/{key}"] = value
+        elapsed = sum(self._timings.values())
+        if elapsed > 0:
+            metrics["throughput/tokens_per_s"] = self._tokens / elapsed
+        self._timings = dict.fromkeys(self._timings, 0.0)
+        self._tokens = 0
+        self.log_metrics(metrics, step)
+
+    def run_config(self) -> dict[str, Any]:
+        cfg = super().run_config()
+        a = self.args
+        for key in (
+            "critic_learning_rate",
+            "rollout_buffer_size",
+            "train_batch_size",
+            "value_loss_coef",
+            "value_clip_range",
+            "critic_type",
+            "discount",
+            "use_separate_critic",
+        ):
+            if hasattr(a, key):
+                cfg[key] = getattr(a, key)
+        return cfg
+
+    # ------------------------------------------------------------------ evaluation
+    def _evaluate_items(self, items: list[dict]) -> dict[str, float]:
+        """The core's light eval (no critic, no KL), plus ``eval/{k}`` from metrics_callback
+        averaged over items."""
+        captured: list[TreeNode] = []
+        self._eval_capture = captured
+        try:
+            metrics = super()._evaluate_items(items)
+        finally:
+            self._eval_capture = None
+        if self.metrics_callback is None or not captured:
+            return metrics
+        per_item: dict[str, list[float]] = {}
+        for root in captured:
+            nodes = list(root.walk())
+            samples = self._tree_samples(nodes, with_kl=False)
+            flat = [s for per_agent in samples for per_node in per_agent for s in per_node]
+            for key, value in self._callback_metrics(flat).items():
+                per_item.setdefault(key, []).append(value)
+        metrics.update({f"eval/{k}": float(np.mean(v)) for k, v in per_item.items()})
+        return metrics

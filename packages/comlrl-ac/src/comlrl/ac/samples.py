@@ -1,0 +1,84 @@
+"""Buffered training samples of the actor-critic family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Metadata keys that hold user objects (dataset rows); they are for callbacks, not checkpoints.
+_TRANSIENT_METADATA = ("batch_item",)
+
+
+@dataclass
+class RolloutSample:
+    """One agent's completion at one turn of one episode, with its critic bookkeeping.
+
+    ``reward`` is the environment's joint reward; ``returns`` the reward-to-go after KL shaping
+    (``γ``-discounted, so with the default ``discount=1`` the reference's undiscounted sum);
+    ``old_value`` the critic's estimate at rollout; ``value_target`` the TD(0) target
+    ``r + γ·V(h')`` (``r`` at the last turn); ``advantage`` is ``value_target - old_value``
+    before normalization. Eval samples carry None in the critic fields.
+    """
+
+    agent_idx: int
+    prompt: str
+    completion: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    reward: float
+    returns: float
+    advantage: float | None
+    old_value: float | None
+    value_target: float | None
+    turn_idx: int
+    generation_idx: int = 0
+    env_step: int = 0
+    reference_kl: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shaped_reward(self) -> float:
+        """The reward after the reference-KL penalty (the reward itself when KL is off)."""
+        return float(self.metadata.get("shaped_reward", self.reward))
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for checkpoints (dataset rows in ``metadata`` are left out)."""
+        state = dict(self.__dict__)
+        state["metadata"] = {k: v for k, v in self.metadata.items() if k not in _TRANSIENT_METADATA}
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RolloutSample:
+        """Inverse of :meth:`to_state`."""
+        return cls(**state)
+
+
+@dataclass
+class JointSample:
+    """One joint action as MAAC's centralized critic sees it: the joint text's token ids, the
+    critic's estimate at rollout and its TD(0) target."""
+
+    turn_idx: int
+    input_ids: list[int]
+    old_value: float
+    target: float
+    env_step: int = 0
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for checkpoints."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> JointSample:
+        """Inverse of :meth:`to_state`."""
+        return cls(**state)
+
+
+@dataclass
+class Episode:
+    """Everything one dataset item produced: each agent's samples in env order, and (MAAC) the
+    joint samples of the centralized critic."""
+
+    samples: list[list[RolloutSample]]
+    joint: list[JointSample] = field(default_factory=list)
+    env_step: int = 0

@@ -1,0 +1,133 @@
+"""The optimisation steps of the actor-critic trainers: mini-batching a drained buffer, the
+actor's REINFORCE-with-baseline step and the critic's regression step, each one padded forward
+per micro-batch."""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from comlrl.ac.samples import RolloutSample
+from comlrl.ac.targets import normalize_advantages, value_error
+from comlrl.core.logprobs import completion_logprobs, micro_batches
+from comlrl.core.values import ValueModel
+
+
+def mean_or_nan(values: Sequence[float]) -> float:
+    """The mean, or NaN for an empty list (a step that was skipped)."""
+    return float(np.mean(values)) if values else float("nan")
+
+
+class OptimizationSteps:
+    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``, ``agents``,
+    ``agent_optimizers``, ``tokenizers``, ``algorithm_name`` and ``skipped_nonfinite``."""
+
+    def _actor_batches(
+        self, samples: list[RolloutSample], rng: random.Random
+    ) -> list[tuple[list[RolloutSample], list[float]]]:
+        """Mini-batches of (samples, advantages): advantages are z-scored within each turn
+        group of the buffer, then each group is shuffled and cut into ``train_batch_size``."""
+        a = self.args
+        by_turn: dict[int, list[RolloutSample]] = {}
+        for s in samples:
+            by_turn.setdefault(s.turn_idx, []).append(s)
+        batches = []
+        for turn in sorted(by_turn):
+            group = by_turn[turn]
+            advs = [float(s.advantage) for s in group]
+            if a.advantage_normalization:
+                advs = normalize_advantages(advs)
+            pairs = list(zip(group, advs))
+            rng.shuffle(pairs)
+            for start in range(0, len(pairs), a.train_batch_size):
+                chunk = pairs[start : start + a.train_batch_size]
+                batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
+        return batches
+
+    # ------------------------------------------------------------------ optimisation steps
+    def _loss_is_usable(self, loss: torch.Tensor, what: str) -> bool:
+        """False (after counting) for a non-finite loss under ``nonfinite_loss='skip'``."""
+        if torch.isfinite(loss):
+            return True
+        if self.args.nonfinite_loss == "skip":
+            self.skipped_nonfinite += 1
+            warnings.warn(
+                f"Skipping a non-finite {self.algorithm_name} {what} loss "
+                f"({self.skipped_nonfinite} skipped so far).",
+                stacklevel=3,
+            )
+            return False
+        raise FloatingPointError(
+            f"Non-finite {self.algorithm_name} {what} loss ({loss.item()}); set "
+            "nonfinite_loss='skip' to skip such batches instead."
+        )
+
+    def _clip_and_step(self, params, opt) -> float:
+        params = [p for p in params if p.grad is not None]
+        norm = float("nan")
+        if params:
+            max_norm = self.args.max_grad_norm if self.args.max_grad_norm is not None else math.inf
+            norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        opt.step()
+        return norm
+
+    def _policy_step(
+        self, agent: int, batch: list[RolloutSample], advs: list[float]
+    ) -> tuple[float, float] | None:
+        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs, no
+        ratio, no clipping), one padded forward per micro-batch."""
+        model, opt = self.agents[agent], self.agent_optimizers[agent]
+        pad = self.tokenizers[agent].pad_token_id
+        lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for idx in micro_batches(lengths, self.args.logprob_max_tokens):
+            lp = completion_logprobs(
+                model,
+                [batch[j].prompt_ids for j in idx],
+                [batch[j].completion_ids for j in idx],
+                pad,
+            )
+            w = torch.tensor(
+                [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
+            )
+            loss = -(w * lp.sequence_sum()).sum()
+            if not self._loss_is_usable(loss, f"actor (agent {agent})"):
+                opt.zero_grad(set_to_none=True)
+                return None
+            loss.backward()
+            total += loss.item()
+        return total, self._clip_and_step(model.parameters(), opt)
+
+    def _critic_step(
+        self,
+        critic: ValueModel,
+        opt,
+        rows: list[list[int]],
+        targets: list[float],
+        old_values: list[float],
+        pad_id: int,
+        label: str,
+    ) -> float | None:
+        """One critic step on ``value_loss_coef · mean(value_error)``; returns the mean error."""
+        a = self.args
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for idx in micro_batches([len(r) for r in rows], a.logprob_max_tokens):
+            values = critic.last_token_values([rows[j] for j in idx], pad_id)
+            t = torch.tensor([targets[j] for j in idx], dtype=values.dtype, device=values.device)
+            o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
+            err = value_error(values, t, o, a.value_clip_range)
+            loss = a.value_loss_coef * err.sum() / len(rows)
+            if not self._loss_is_usable(loss, f"critic ({label})"):
+                opt.zero_grad(set_to_none=True)
+                return None
+            loss.backward()
+            total += err.detach().sum().item()
+        self._clip_and_step(critic.parameters(), opt)
+        return total / len(rows)

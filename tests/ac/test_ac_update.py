@@ -1,0 +1,151 @@
+"""One update changes every actor and critic parameter; the update does the work once."""
+
+import pytest
+import torch
+
+from comlrl.core.logging.jsonl import read_metrics
+
+from .helpers import make_iac, make_maac
+
+
+def _snapshot(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def _assert_all_changed(label, model, before):
+    for name, p in model.named_parameters():
+        assert not torch.equal(p.detach(), before[name]), f"{label}: {name} unchanged"
+
+
+def _one_update(trainer):
+    """Train on one buffer's worth of samples: exactly one drain."""
+    trainer.train()
+
+
+# weight_decay=0: a parameter changes only if its gradient reached it
+@pytest.mark.parametrize("critic_type", ["v", "q"])
+@pytest.mark.parametrize("separate", [True, False])
+def test_iac_one_update_changes_every_parameter(tmp_path, separate, critic_type):
+    trainer = make_iac(tmp_path, separate=separate, critic_type=critic_type, weight_decay=0.0)
+    critics = trainer.critics if separate else trainer.value_heads
+    before = [_snapshot(m) for m in trainer.agents + critics]
+    _one_update(trainer)
+    for i, (model, snap) in enumerate(zip(trainer.agents + critics, before)):
+        _assert_all_changed(f"model {i}", model, snap)
+    recs = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len([r for r in recs if "agent_0/actor_loss" in r]) == 1
+
+
+@pytest.mark.parametrize("critic_type", ["v", "q"])
+def test_maac_one_update_changes_every_parameter(tmp_path, critic_type):
+    trainer = make_maac(tmp_path, critic_type=critic_type, weight_decay=0.0)
+    before = [_snapshot(m) for m in trainer.agents + trainer.critics]
+    _one_update(trainer)
+    for i, (model, snap) in enumerate(zip(trainer.agents + trainer.critics, before)):
+        _assert_all_changed(f"model {i}", model, snap)
+
+
+def test_maac_critic_steps_once_per_minibatch_of_joint_samples(tmp_path):
+    trainer = make_maac(tmp_path, train_batch_size=2)
+    steps = []
+    opt = trainer.critic_optimizers[0]
+    original = opt.step
+    opt.step = lambda *a, **k: steps.append(1) or original(*a, **k)
+    _one_update(trainer)
+    # 2 items x 2 generations = 4 joint samples, mini-batches of 2: two critic steps, not 2 x N
+    assert len(steps) == 2
+    state = opt.state[next(trainer.critic.parameters())]
+    assert int(state["step"]) == 2
+
+
+def test_per_agent_metrics_are_logged(tmp_path):
+    trainer = make_iac(tmp_path)
+    _one_update(trainer)
+    (rec,) = [
+        r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "agent_0/actor_loss" in r
+    ]
+    for i in range(2):
+        for key in (
+            "actor_loss",
+            "critic_loss",
+            "value_mean",
+            "advantage_mean",
+            "advantage_std",
+            "explained_variance",
+            "grad_norm",
+        ):
+            assert f"agent_{i}/{key}" in rec
+    assert rec["turn_1/reward_mean"] == rec["turn_1/reward_mean"]  # finite, not NaN
+    assert rec["step"] == trainer.env_step == 4
+
+
+def test_maac_logs_its_critic(tmp_path):
+    trainer = make_maac(tmp_path)
+    _one_update(trainer)
+    (rec,) = [
+        r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "critic/critic_loss" in r
+    ]
+    assert {
+        "critic/value_mean",
+        "critic/explained_variance",
+        "agent_1/actor_loss",
+        "agent_1/advantage_std",
+        "agent_1/value_mean",
+    } <= set(rec)
+
+
+def test_no_forward_outside_the_update_needs_gradients(tmp_path, monkeypatch):
+    """Rollout-time values run under no_grad, once per prompt; updates run batched."""
+    import comlrl.core.values as values
+
+    calls = []
+    original = values.last_token_values
+
+    def spy(backbone, head, rows, pad_id):
+        calls.append((torch.is_grad_enabled(), len(rows)))
+        return original(backbone, head, rows, pad_id)
+
+    monkeypatch.setattr(values, "last_token_values", spy)
+    monkeypatch.setattr("comlrl.ac.iac.last_token_values", spy)
+    trainer = make_iac(tmp_path)
+    _one_update(trainer)
+    rollout = [c for c in calls if not c[0]]
+    update = [c for c in calls if c[0]]
+    # 2 agents x 1 batched call over the 2 prompts (not 2 prompts x 2 generations)
+    assert rollout == [(False, 2), (False, 2)]
+    # one batched critic forward per agent and mini-batch (4 samples at once)
+    assert update == [(True, 4), (True, 4)]
+
+
+def test_value_head_reads_values_from_the_policy_forward(tmp_path, monkeypatch):
+    import comlrl.ac.iac as iac
+
+    calls = []
+    original = iac.logprobs_and_values
+    monkeypatch.setattr(
+        iac,
+        "logprobs_and_values",
+        lambda *a, **k: calls.append(len(a[2])) or original(*a, **k),
+    )
+    forwards = []
+    monkeypatch.setattr(
+        "comlrl.ac.steps.completion_logprobs", lambda *a, **k: forwards.append(1) / 0
+    )
+    trainer = make_iac(tmp_path, separate=False)
+    _one_update(trainer)
+    assert calls == [4, 4] and forwards == []
+
+
+def test_nonfinite_loss_raises_or_skips(tmp_path):
+    def nan_values(agent, rows):
+        return [float("nan")] * len(rows)
+
+    trainer = make_iac(tmp_path)
+    trainer.values_of = nan_values
+    with pytest.raises(FloatingPointError, match="IAC"):
+        trainer.train()
+    trainer = make_iac(tmp_path / "b", nonfinite_loss="skip")
+    trainer.values_of = nan_values
+    with pytest.warns(UserWarning, match="non-finite"):
+        trainer.train()
+    assert trainer.skipped_nonfinite > 0
