@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import copy
+import os
 import sys
 
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
-from comlrl.core.launch import DEFAULT_RUN, run_training
+from comlrl.core.launch import DEFAULT_RUN, locate_resume, run_training
 from comlrl.core.registry import available_algorithms, available_tasks, load_task
 
 _EPILOG = """examples:
@@ -14,6 +16,8 @@ _EPILOG = """examples:
   comlrl train --config examples/length_ratio.yaml
   comlrl train --set magrpo.num_train_epochs=2 --set magrpo.num_turns=2
   comlrl train --algo marloo --task length_ratio
+  comlrl train --resume                         # continue the newest run from its checkpoint
+  comlrl train --resume runs/my-run --set magrpo.num_train_epochs=10
   comlrl list
 """
 
@@ -54,14 +58,16 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         const="latest",
         metavar="PATH|latest",
-        help="continue from a checkpoint dir, a run dir, or 'latest' of --config's run",
+        help="continue a checkpointed run: a run dir, a checkpoint dir, or 'latest' (the run "
+        "named by output.run_name, else the newest run with a checkpoint); the default",
     )
     sub.add_parser("list", help="list installed algorithms and tasks")
     return parser
 
 
-def _train(args: argparse.Namespace) -> int:
-    run = DEFAULT_RUN
+def _compose_run(base: dict, args: argparse.Namespace) -> dict:
+    """A copy of ``base`` with --config, --algo, --task and --set applied, in that order."""
+    run = copy.deepcopy(base)  # never edit DEFAULT_RUN itself
     if args.config:
         user = load_yaml(args.config)
         algo_in_file = user.get("algorithm")
@@ -77,15 +83,22 @@ def _train(args: argparse.Namespace) -> int:
         run["algorithm"] = algo
     if args.task:
         run["task"] = {"name": args.task, "options": {}}
-    run = apply_overrides(run, args.overrides)
-    resume = args.resume
-    if resume == "latest":
-        out = run.get("output") or {}
-        if not out.get("run_name"):
-            raise SystemExit("--resume latest needs output.run_name (or pass the run dir).")
-        import os
+    return apply_overrides(run, args.overrides)
 
-        resume = os.path.join(out.get("base_dir") or "runs", out["run_name"])
+
+def _train(args: argparse.Namespace) -> int:
+    run = _compose_run(DEFAULT_RUN, args)
+    resume = None
+    if args.resume is not None:
+        run_dir, resume = locate_resume(args.resume, run)
+        saved = os.path.join(run_dir, "config.yaml")
+        if not args.config:
+            # Without --config the run continues with the settings it was started with
+            # (plus any --set, e.g. more epochs).
+            if not os.path.isfile(saved):
+                raise SystemExit(f"--resume: {run_dir} has no config.yaml; pass --config.")
+            run = _compose_run(load_yaml(saved), args)
+        print(f"resuming {run_dir} from {resume}")
     run_dir = run_training(run, resume=resume)
     print(f"run written to {run_dir}")
     return 0

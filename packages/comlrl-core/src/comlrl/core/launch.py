@@ -9,6 +9,10 @@ import time
 from typing import Any
 
 import yaml
+
+from comlrl.core.checkpoint.layout import LATEST, resolve_checkpoint
+from comlrl.core.config.validation import check_int, check_optional_int
+from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.registry import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
@@ -32,6 +36,18 @@ DEFAULT_RUN: dict[str, Any] = {
     "output": {"base_dir": "runs", "run_name": None, "save_final_model": True, "verbose": True},
     "reward_processor": {"enabled": False, "scale_factor": 1.0, "shift": 0.0},
     "wandb": None,
+    # Checkpoints of the whole training state (see docs/checkpointing.md). With `enabled`, they
+    # go to `dir` (default: <run dir>/checkpoints): after every `interval`-th epoch and the last
+    # one, and inside epochs after every `every_batches`-th rollout batch when that is set.
+    # `total_limit` keeps the newest n (null: all). `comlrl train --resume [PATH|latest]`
+    # continues from the newest one; SIGINT/SIGTERM write one before the process exits.
+    "checkpoint": {
+        "enabled": True,
+        "dir": None,
+        "interval": 1,
+        "total_limit": 1,
+        "every_batches": None,
+    },
     "magrpo": {
         "num_train_epochs": 6,
         "num_generations": 4,
@@ -185,50 +201,121 @@ def build_trainer(run: dict[str, Any], run_dir: str):
     return trainer_cls(**kwargs)
 
 
+def checkpoint_settings(run: dict[str, Any]) -> dict[str, Any]:
+    """The validated ``checkpoint`` section of a run file (before any model is loaded)."""
+    section = run.get("checkpoint") or {}
+    if not isinstance(section, dict):
+        raise ValueError("checkpoint: expected a mapping with enabled/dir/interval/total_limit.")
+    known = {"enabled", "dir", "interval", "total_limit", "every_batches"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ValueError(f"checkpoint: unknown field(s) {unknown}; valid fields: {sorted(known)}.")
+    out = {
+        "enabled": section.get("enabled", False),
+        "dir": section.get("dir"),
+        "interval": section.get("interval", 1),
+        "total_limit": section.get("total_limit"),
+        "every_batches": section.get("every_batches"),
+    }
+    if not isinstance(out["enabled"], bool):
+        raise ValueError(f"checkpoint.enabled must be true or false, got {out['enabled']!r}.")
+    if out["dir"] is not None and not isinstance(out["dir"], str):
+        raise ValueError(f"checkpoint.dir must be a path or null, got {out['dir']!r}.")
+    check_int("checkpoint.interval", out["interval"], 1)
+    check_optional_int("checkpoint.total_limit", out["total_limit"], 1)
+    check_optional_int("checkpoint.every_batches", out["every_batches"], 1)
+    return out
+
+
+def _has_checkpoint(checkpoint_dir: str) -> bool:
+    return os.path.isfile(os.path.join(checkpoint_dir, LATEST))
+
+
+def _run_checkpoint_dir(run_dir: str, run: dict[str, Any] | None = None) -> str:
+    """Where a run keeps its checkpoints: ``checkpoint.dir`` of its run file, else
+    ``<run_dir>/checkpoints``."""
+    if run is None:
+        saved = os.path.join(run_dir, "config.yaml")
+        run = load_yaml(saved) if os.path.isfile(saved) else {}
+    return (run.get("checkpoint") or {}).get("dir") or os.path.join(run_dir, "checkpoints")
+
+
+def locate_resume(resume: str, run: dict[str, Any]) -> tuple[str, str]:
+    """``(run_dir, checkpoint_path)`` for ``comlrl train --resume``.
+
+    ``resume`` is ``latest`` (the run named by ``output.run_name``, or else the newest run under
+    ``output.base_dir`` that has a checkpoint), a run directory, a checkpoint directory (or its
+    ``latest`` pointer), or a directory of checkpoints.
+    """
+    output = run.get("output") or {}
+    base = output.get("base_dir") or "runs"
+    if resume == LATEST:
+        if output.get("run_name"):
+            candidates = [os.path.join(base, output["run_name"])]
+        else:
+            runs = [os.path.join(base, n) for n in os.listdir(base)] if os.path.isdir(base) else []
+            candidates = sorted(
+                (r for r in runs if _has_checkpoint(_run_checkpoint_dir(r))),
+                key=lambda r: os.path.getmtime(os.path.join(_run_checkpoint_dir(r), LATEST)),
+            )[-1:]
+        if not candidates or not _has_checkpoint(_run_checkpoint_dir(candidates[0])):
+            where = candidates[0] if candidates else base
+            raise ValueError(
+                f"--resume latest: no checkpoint found under {where}; pass a run or checkpoint "
+                "directory instead."
+            )
+        resume = candidates[0]
+    if os.path.isfile(os.path.join(resume, "config.yaml")):
+        run_dir = os.path.normpath(resume)
+        return run_dir, resolve_checkpoint(_run_checkpoint_dir(run_dir))
+    checkpoint = resolve_checkpoint(resume)
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(checkpoint)))
+    if os.path.isfile(os.path.join(parent, "config.yaml")):
+        return parent, checkpoint
+    from comlrl.core.checkpoint.reader import read_checkpoint_metadata
+
+    run_dir = read_checkpoint_metadata(checkpoint)["run_dir"]
+    if not run_dir:
+        raise ValueError(f"--resume {resume}: cannot tell which run directory it belongs to.")
+    return run_dir, checkpoint
+
+
 def run_training(run: dict[str, Any], resume: str | None = None) -> str:
-    """Train as ``run`` describes and return the run directory."""
+    """Train as ``run`` describes and return the run directory.
+
+    ``resume`` continues a checkpointed run (anything :func:`locate_resume` accepts).
+    """
     algo = str(run.get("algorithm") or "magrpo").lower()
     task_name, _ = _task_section(run)
     output = run.get("output") or {}
-    run_dir = (
-        resume_run_dir(resume)
-        if resume
-        else os.path.join(output.get("base_dir") or "runs", run_name(run, algo, task_name))
-    )
+    ckpt = checkpoint_settings(run)
+    if resume:
+        run_dir, checkpoint = locate_resume(resume, run)
+    else:
+        run_dir = os.path.join(output.get("base_dir") or "runs", run_name(run, algo, task_name))
+        checkpoint = None
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as fh:
         yaml.safe_dump(_redacted(run), fh, sort_keys=False)
     trainer = build_trainer(run, run_dir)
     trainer.verbose = bool(output.get("verbose", True))
-    ckpt = run.get("checkpoint") or {}
     trainer.train(
-        resume_from_checkpoint=_resume_path(resume, run_dir) if resume else None,
-        checkpoint_dir=ckpt.get("dir")
-        or (os.path.join(run_dir, "checkpoints") if ckpt.get("enabled") or resume else None),
-        checkpoint_interval=int(ckpt.get("interval", 1)),
-        checkpoint_total_limit=ckpt.get("total_limit"),
+        resume_from_checkpoint=checkpoint,
+        checkpoint_dir=_run_checkpoint_dir(run_dir, run) if ckpt["enabled"] else None,
+        checkpoint_interval=ckpt["interval"],
+        checkpoint_total_limit=ckpt["total_limit"],
+        checkpoint_every_batches=ckpt["every_batches"],
     )
+    if getattr(trainer, "interrupted", False):
+        print(
+            f"Training stopped by a signal; resume with: comlrl train --resume {run_dir}"
+            if trainer.last_checkpoint
+            else "Training stopped by a signal (checkpoints are disabled, nothing was saved)."
+        )
+        return run_dir
     if output.get("save_final_model", True):
         trainer.save_model(os.path.join(run_dir, "agents"))
     return run_dir
-
-
-def resume_run_dir(resume: str) -> str:
-    """The run directory that owns a checkpoint path (``<run>/checkpoints/<ckpt>``)."""
-    path = os.path.abspath(resume)
-    if os.path.basename(path) == "latest" or os.path.isdir(os.path.join(path, "checkpoints")):
-        return (
-            path
-            if os.path.isdir(os.path.join(path, "checkpoints"))
-            else os.path.dirname(os.path.dirname(path))
-        )
-    return os.path.dirname(os.path.dirname(path))
-
-
-def _resume_path(resume: str, run_dir: str) -> str:
-    if os.path.isdir(os.path.join(resume, "checkpoints")):
-        return os.path.join(resume, "checkpoints", "latest")
-    return resume
 
 
 def _redacted(run: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ EOS (the last real completion token) is scored; pads never are.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -54,8 +55,14 @@ def pack(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[
 
 
 def _supports_logits_to_keep(model) -> bool:
+    return _forward_takes_logits_to_keep(type(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_takes_logits_to_keep(model_cls: type) -> bool:
+    # Keyed by class: reading a signature costs more than a small model's forward.
     try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
+        return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
     except (TypeError, ValueError):
         return False
 

@@ -320,12 +320,23 @@ class TrainerBase:
         checkpoint_dir: str | None = None,
         checkpoint_interval: int = 1,
         checkpoint_total_limit: int | None = None,
+        checkpoint_every_batches: int | None = None,
         **generation_kwargs,
     ) -> None:
         """Train for ``args.num_train_epochs`` epochs.
 
+        Checkpoints (see docs/checkpointing.md): with ``checkpoint_dir`` a checkpoint is written
+        after every ``checkpoint_interval``-th epoch and after the last one, and, when
+        ``checkpoint_every_batches`` is set, inside epochs after every n-th rollout batch.
+        ``checkpoint_total_limit`` keeps only the newest n. ``resume_from_checkpoint`` (a
+        checkpoint, its directory's ``latest``, a run dir, or ``"latest"`` of ``checkpoint_dir``)
+        continues a run exactly where that checkpoint left it, mid-epoch included. SIGINT or
+        SIGTERM stop training after the current batch, write a checkpoint, and return with
+        ``self.interrupted`` set.
+
         Extra keyword arguments go to ``model.generate`` during training rollouts.
         """
+        from comlrl.core.checkpoint.rng import preserved_rng
         from comlrl.core.checkpoint.session import CheckpointSession
 
         session = CheckpointSession(
@@ -334,45 +345,77 @@ class TrainerBase:
             checkpoint_dir,
             checkpoint_interval,
             checkpoint_total_limit,
+            checkpoint_every_batches=checkpoint_every_batches,
         )
         data = self.get_train_dataloader()
         logger = self._ensure_logger()
+        logger.reopen()
+        self.cursor = (0, 0)
+        self.global_batch = 0
+        self.interrupted = False
+        self._training_complete = False
+        self.last_checkpoint = None
         start_epoch, start_pos = session.restore()
         if session.fresh and getattr(self.args, "seed", None) is not None:
             seed_everything(self.args.seed)
-        logger.start_wandb(resume_id=session.wandb_run_id)
+        with preserved_rng():  # opening W&B must not change the training trajectory
+            logger.start_wandb(resume_id=session.wandb_run_id)
         per_batch = self.items_per_batch()
         total = len(data)
         self._train_started = time.perf_counter()
-        with self._stop_on_signals():
-            for epoch in range(start_epoch, self.args.num_train_epochs):
-                self.epoch = epoch
-                pos = start_pos if epoch == start_epoch else 0
-                bar = self._progress(total, epoch)
-                bar.update(pos)
-                while pos < total:
-                    count = min(per_batch, total - pos)
-                    if self._eval_due(pos, count):
-                        self.evaluate()
-                    items = [data[i] for i in range(pos, pos + count)]
-                    self._train_batch(items, generation_kwargs)
-                    pos += count
+        try:
+            with self._stop_on_signals():
+                for epoch in range(start_epoch, self.args.num_train_epochs):
+                    self.epoch = epoch
+                    pos = start_pos if epoch == start_epoch else 0
                     self.cursor = (epoch, pos)
-                    bar.update(count)
-                    self._update_progress(bar)
-                    if self._stop_requested:
-                        bar.close()
-                        session.save_now(reason="signal")
-                        logger.close(finish_wandb=True)
-                        return
-                    session.after_batch()
-                bar.close()
-                self._end_epoch()
-                self.cursor = (epoch + 1, 0)
-                session.after_epoch(last=epoch + 1 == self.args.num_train_epochs)
+                    bar = self._progress(total, epoch)
+                    bar.update(pos)
+                    while pos < total:
+                        count = min(per_batch, total - pos)
+                        if self._eval_due(pos, count):
+                            self.evaluate()
+                        items = [data[i] for i in range(pos, pos + count)]
+                        self._train_batch(items, generation_kwargs)
+                        pos += count
+                        self.global_batch += 1
+                        self.cursor = (epoch, pos)
+                        bar.update(count)
+                        self._update_progress(bar)
+                        if self._stop_requested:
+                            bar.close()
+                            self._stop_after_signal(session)
+                            return
+                        session.after_batch()
+                    bar.close()
+                    self._end_epoch()
+                    self.cursor = (epoch + 1, 0)
+                    session.after_epoch(last=epoch + 1 == self.args.num_train_epochs)
+        except BaseException:
+            logger.close(finish_wandb=False)
+            raise
+        self.last_checkpoint = session.last_path
         self._training_complete = True
         logger.close(finish_wandb=False)
         self.logger_closed = True
+
+    def _stop_after_signal(self, session) -> None:
+        """Checkpoint (when a checkpoint_dir is set), close the logs, and report how to resume."""
+        import logging
+
+        path = session.save_now(reason="signal")
+        self.interrupted = True
+        self.last_checkpoint = path
+        self._ensure_logger().close(finish_wandb=True)
+        if path is not None:
+            logging.getLogger(__name__).warning(
+                "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "
+                "Resume with train(resume_from_checkpoint=%r, ...).",
+                self.cursor[0] + 1,
+                self.cursor[1],
+                path,
+                path,
+            )
 
     def _update_progress(self, bar) -> None:
         last = getattr(self, "_last_reward_mean", None)
@@ -464,3 +507,48 @@ class TrainerBase:
 
     def _load_family_state_dict(self, state: dict[str, Any]) -> None:
         return None
+
+    def schedulers_list(self) -> list:
+        """Every LR scheduler the checkpoint must hold, in a stable order."""
+        return list(getattr(self, "schedulers", []))
+
+    def checkpoint_tokenizers(self) -> dict[str, Any]:
+        """The tokenizer saved next to each named model of :meth:`trainable_models`."""
+        return {f"agent_{i}": tok for i, tok in enumerate(getattr(self, "tokenizers", []))}
+
+    def checkpoint_callbacks(self) -> dict[str, Any]:
+        """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries
+        (e.g. a reward function with a running baseline). Their state must be plain data."""
+        candidates = {
+            "train_dataset": getattr(self, "train_dataset", None),
+            "reward_func": getattr(self, "reward_func", None),
+            "reward_processor": getattr(self, "reward_processor", None),
+            "external_transition": getattr(self, "external_transition", None),
+            "eval_logger": getattr(self, "eval_logger", None),
+            "eval_aggregator": getattr(self, "eval_aggregator", None),
+        }
+        return {
+            name: obj
+            for name, obj in candidates.items()
+            if callable(getattr(obj, "state_dict", None))
+            and callable(getattr(obj, "load_state_dict", None))
+            and not isinstance(obj, torch.nn.Module)
+        }
+
+    def checkpoint_loop_limits(self) -> tuple[int, int | None]:
+        """(epochs, items per epoch) of the loop, for checkpoint cursor checks and for telling a
+        mid-epoch save from an epoch-end one (None: not known yet)."""
+        return self.args.num_train_epochs, len(self.get_train_dataloader())
+
+    def _loop_state_dict(self) -> dict[str, Any]:
+        """The shared loop's position: data cursor, batches done, and the env step counter."""
+        return {
+            "cursor": list(self.cursor),
+            "global_batch": int(self.global_batch),
+            "env_step": int(self.env_step),
+        }
+
+    def _load_loop_state_dict(self, state: dict[str, Any]) -> None:
+        self.cursor = (int(state["cursor"][0]), int(state["cursor"][1]))
+        self.global_batch = int(state["global_batch"])
+        self.env_step = int(state["env_step"])

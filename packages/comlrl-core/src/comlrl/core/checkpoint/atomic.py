@@ -81,7 +81,7 @@ def remove_tree(path: str) -> None:
     shutil.rmtree(trash)
 
 
-def test_pause(staging: str, sequence: int) -> None:
+def pause_for_tests(staging: str, sequence: int) -> None:
     """Honour the ``COMLRL_TEST_CHECKPOINT_DELAY`` test hook (no-op unless it is set)."""
     raw = os.environ.get(TEST_DELAY_ENV)
     if not raw:

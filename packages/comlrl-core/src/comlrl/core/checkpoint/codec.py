@@ -37,8 +37,8 @@ def encode(value: Any, where: str = "state") -> Any:
                 raise TypeError(f"{where}: the key {_TUPLE!r} is reserved by the checkpoint codec.")
             out[key] = encode(item, f"{where}.{key}")
         return out
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:
-        # numpy/torch scalars: the number itself is what matters
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        # NumPy scalars (np.float64, np.int64, ...) read back as the Python number they hold
         return encode(value.item(), where)
     raise TypeError(
         f"{where}: cannot checkpoint a {type(value).__name__}; resumable state must be plain "
@@ -59,7 +59,7 @@ def decode(value: Any) -> Any:
 
 def dumps(value: Any, where: str = "state") -> str:
     """Encode and serialise ``value``."""
-    return json.dumps(encode(value, where), indent=1, sort_keys=True)
+    return json.dumps(encode(value, where), sort_keys=True, separators=(",", ":"))
 
 
 def read_json(path: str | os.PathLike, *, tagged: bool = True) -> Any:

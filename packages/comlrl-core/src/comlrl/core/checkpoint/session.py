@@ -1,50 +1,273 @@
-"""Binds checkpoint arguments of ``train()`` to the loop: when to save, what to resume."""
+"""Binds the checkpoint arguments of ``train()`` to the loop: what to resume, when to save.
+
+The loop calls :meth:`CheckpointSession.restore` once, then :meth:`after_batch` after every
+rollout batch, :meth:`after_epoch` after every epoch, and :meth:`save_now` when SIGINT/SIGTERM
+asked it to stop. Resuming validates everything (files, fingerprint, tensor shapes, data cursor,
+metrics log) before it changes any state, then restores weights, optimizers, schedulers, family
+state, loop counters, callbacks, the metrics log position and, last, the random generators.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import uuid
+import warnings
 from typing import Any
+
+from comlrl.core.checkpoint.atomic import remove_tree
+from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
+from comlrl.core.checkpoint.fingerprint import differences, trainer_fingerprint
+from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
+from comlrl.core.checkpoint.modules import check_module, load_module
+from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
+from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
+from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
+from comlrl.core.checkpoint.rotation import rotate, stale_staging
+from comlrl.core.checkpoint.writer import write_checkpoint
+
+_log = logging.getLogger(__name__)
+
+
+def _positive_int(name: str, value: Any, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be a positive integer{extra}, got {value!r}.")
 
 
 class CheckpointSession:
-    """Checkpoint policy for one ``train()`` call."""
+    """Checkpoint policy and state for one ``train()`` call.
+
+    ``checkpoint_interval`` saves after every n-th epoch (and always after the last one);
+    ``checkpoint_every_batches`` also saves inside epochs, after every n-th rollout batch of the
+    run; ``checkpoint_total_limit`` keeps only this run's n newest checkpoints (the one this
+    session resumed from is kept as well). Without ``checkpoint_dir`` nothing is written.
+    """
 
     def __init__(
         self,
         trainer: Any,
-        resume_from_checkpoint: str | None,
-        checkpoint_dir: str | None,
+        resume_from_checkpoint: str | os.PathLike | None,
+        checkpoint_dir: str | os.PathLike | None,
         checkpoint_interval: int = 1,
         checkpoint_total_limit: int | None = None,
+        checkpoint_every_batches: int | None = None,
     ):
-        if (
-            isinstance(checkpoint_interval, bool)
-            or not isinstance(checkpoint_interval, int)
-            or checkpoint_interval < 1
-        ):
-            raise ValueError("checkpoint_interval must be a positive integer.")
-        if checkpoint_total_limit is not None and (
-            isinstance(checkpoint_total_limit, bool)
-            or not isinstance(checkpoint_total_limit, int)
-            or checkpoint_total_limit < 1
-        ):
-            raise ValueError("checkpoint_total_limit must be a positive integer or None.")
+        _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False)
+        _positive_int("checkpoint_total_limit", checkpoint_total_limit, allow_none=True)
+        _positive_int("checkpoint_every_batches", checkpoint_every_batches, allow_none=True)
         self.trainer = trainer
-        self.resume_from = resume_from_checkpoint
-        self.directory = checkpoint_dir
+        self.directory = os.path.abspath(os.fspath(checkpoint_dir)) if checkpoint_dir else None
         self.interval = checkpoint_interval
         self.limit = checkpoint_total_limit
+        self.every_batches = checkpoint_every_batches
         self.fresh = resume_from_checkpoint is None
-        self.wandb_run_id = None
+        self.reader: CheckpointReader | None = None
+        self.resumed_from: str | None = None
+        self.last_path: str | None = None
+        self._last_key: tuple | None = None
+        self._fingerprint: dict[str, Any] | None = None
+        if self.fresh:
+            self.run_id = uuid.uuid4().hex
+            self.sequence = 0
+            self.wandb_run_id = None
+        else:
+            path = resolve_checkpoint(resume_from_checkpoint, self.directory)
+            self.reader = CheckpointReader(path)
+            self.run_id = self.reader.run_id
+            self.sequence = self.reader.sequence
+            self.wandb_run_id = self.reader.state.get("logger", {}).get("wandb_run_id")
+        if self.directory is not None:
+            self._prepare_directory()
+
+    # ------------------------------------------------------------------ directory
+    def _prepare_directory(self) -> None:
+        d = self.directory
+        if os.path.exists(d) and not os.path.isdir(d):
+            raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
+        existing = list_checkpoints(d)
+        if self.fresh and existing:
+            names = ", ".join(os.path.basename(p) for _, p in existing[:5])
+            raise FileExistsError(
+                f"checkpoint_dir {d} already holds checkpoints ({names}) of an earlier run. "
+                "Resume it with resume_from_checkpoint='latest', or choose an empty directory."
+            )
+        foreign = [p for _, p in existing if (read_owner(p) or {}).get("run_id") != self.run_id]
+        if foreign:
+            raise FileExistsError(
+                f"checkpoint_dir {d} holds checkpoints of another run "
+                f"({', '.join(os.path.basename(p) for p in foreign[:5])}); a run only writes "
+                "next to its own checkpoints. Choose another checkpoint_dir."
+            )
+        self.sequence = max([self.sequence] + [seq for seq, _ in existing])
+        for path in stale_staging(d, self.run_id):
+            _log.info("Removing %s, left by a save that did not finish.", path)
+            remove_tree(path)
+
+    # ------------------------------------------------------------------ resume
+    def fingerprint(self) -> dict[str, Any]:
+        """The trainer's fingerprint (computed once per session)."""
+        if self._fingerprint is None:
+            self._fingerprint = trainer_fingerprint(self.trainer)
+        return self._fingerprint
 
     def restore(self) -> tuple[int, int]:
-        """The (epoch, position) to start from."""
-        return 0, 0
+        """Load the checkpoint (if resuming) and return the (epoch, position) to start from."""
+        if self.reader is None:
+            return 0, 0
+        reader = self.reader
+        problems = differences(reader.manifest["fingerprint"], self.fingerprint())
+        problems += self._cursor_problems(reader)
+        if not problems:
+            problems += self._tensor_problems(reader)
+        problems += self._log_problems(reader)
+        if problems:
+            raise IncompatibleCheckpointError(reader.path, problems)
+        self._apply(reader)
+        self.resumed_from = reader.path
+        self.last_path = reader.path
+        self._last_key = self._key()
+        _log.info("Resumed from %s at epoch %d, position %d.", reader.path, *reader.cursor)
+        return reader.cursor
+
+    def _cursor_problems(self, reader: CheckpointReader) -> list[str]:
+        epoch, pos = reader.cursor
+        epochs, size = self.trainer.checkpoint_loop_limits()
+        out = []
+        if epoch > epochs:
+            out.append(
+                f"cursor: the checkpoint finished {epoch} epochs, more than "
+                f"num_train_epochs={epochs}; set num_train_epochs to at least {epoch}"
+            )
+        elif pos > 0 and epoch >= epochs:
+            out.append(
+                f"cursor: the checkpoint is inside epoch {epoch + 1} (item {pos}), but "
+                f"num_train_epochs={epochs}; set num_train_epochs to at least {epoch + 1}"
+            )
+        if size is not None and pos > size:
+            out.append(f"cursor: position {pos} is past the {size} training items of an epoch")
+        return out
+
+    def _tensor_problems(self, reader: CheckpointReader) -> list[str]:
+        out = []
+        models = self.trainer.trainable_models()
+        for name, meta in reader.state["models"].items():
+            if "same_as" not in meta:
+                out += check_module(models[name], reader.path_of(meta["file"]), meta, name)
+        optimizers = self.trainer.optimizers_list()
+        for i, (opt, meta) in enumerate(zip(optimizers, reader.state["optimizers"])):
+            out += check_optimizer(opt, meta, reader.shapes(meta["file"]), f"optimizer {i}")
+        return out
+
+    def _log_problems(self, reader: CheckpointReader) -> list[str]:
+        logger = getattr(self.trainer, "logger", None)
+        saved = reader.state["logger"]
+        if logger is None or logger.jsonl is None:
+            return []
+        have = logger.records_written
+        if 0 < have < saved["records"]:
+            return [
+                f"metrics log: {logger.run_dir}/metrics.jsonl holds {have} records, but the "
+                f"checkpoint was written after {saved['records']} (its run dir was "
+                f"{saved['run_dir']}); resume with that output_dir"
+            ]
+        return []
+
+    def _apply(self, reader: CheckpointReader) -> None:
+        trainer, state = self.trainer, reader.state
+        models = trainer.trainable_models()
+        for name, meta in state["models"].items():
+            if "same_as" not in meta:
+                load_module(models[name], reader.path_of(meta["file"]), meta)
+        for opt, meta in zip(trainer.optimizers_list(), state["optimizers"]):
+            load_optimizer(opt, reader.tensors(meta["file"]), meta)
+        for scheduler, sched_state in zip(trainer.schedulers_list(), state["schedulers"]):
+            scheduler.load_state_dict(sched_state)
+        trainer._load_family_state_dict(state["family"])
+        trainer._load_loop_state_dict(state["loop"])
+        callbacks = trainer.checkpoint_callbacks()
+        for name, cb_state in state["callbacks"].items():
+            callbacks[name].load_state_dict(cb_state)
+        self._rewind_log(state["logger"])
+        restore_rng(reader.tensors(RNG_FILE), state["rng"])
+
+    def _rewind_log(self, saved: dict[str, Any]) -> None:
+        logger = getattr(self.trainer, "logger", None)
+        if logger is None:
+            return
+        if logger.jsonl is not None and logger.records_written < saved["records"]:
+            warnings.warn(
+                f"Resuming into {logger.run_dir}, whose metrics.jsonl is empty; the first "
+                f"{saved['records']} records stay in {saved['run_dir']}.",
+                stacklevel=3,
+            )
+        logger.rewind(saved["records"], saved["last_step"])
+
+    # ------------------------------------------------------------------ saving
+    def _key(self) -> tuple:
+        t = self.trainer
+        return (tuple(t.cursor), t.global_batch, t.env_step)
+
+    def _logger_state(self) -> dict[str, Any]:
+        logger = getattr(self.trainer, "logger", None)
+        if logger is None:
+            return {"records": 0, "last_step": -1, "run_dir": None, "wandb_run_id": None}
+        return {
+            "records": logger.records_written,
+            "last_step": logger.last_step,
+            "run_dir": os.path.abspath(logger.run_dir) if logger.run_dir else None,
+            "wandb_run_id": logger.wandb_run_id or self.wandb_run_id,
+        }
+
+    def save(self, reason: str) -> str | None:
+        """Write a checkpoint of the trainer as it is now; returns its path (None without a
+        ``checkpoint_dir``, or on a process that does not save)."""
+        if self.directory is None or not getattr(self.trainer, "is_main_process", True):
+            return None
+        if self._last_key == self._key() and self.last_path is not None:
+            return self.last_path  # nothing happened since the last save
+        self.sequence += 1
+        with preserved_rng():
+            path = write_checkpoint(
+                self.trainer,
+                self.directory,
+                sequence=self.sequence,
+                run_id=self.run_id,
+                reason=reason,
+                fingerprint=self.fingerprint(),
+                loop_state=self.trainer._loop_state_dict(),
+                logger_state=self._logger_state(),
+            )
+        protect = {self.resumed_from} if self.resumed_from else set()
+        for removed in rotate(self.directory, self.run_id, self.limit, protect):
+            _log.info("Removed old checkpoint %s.", removed)
+        self.last_path = path
+        self._last_key = self._key()
+        _log.info("Saved checkpoint %s (%s).", path, reason)
+        return path
 
     def after_batch(self) -> None:
-        """Called after every rollout batch."""
+        """Save inside an epoch every ``checkpoint_every_batches`` batches."""
+        if not self.every_batches or self.trainer.global_batch % self.every_batches:
+            return
+        size = self.trainer.checkpoint_loop_limits()[1]
+        if size is None or self.trainer.cursor[1] < size:
+            self.save("batches")
 
     def after_epoch(self, last: bool) -> None:
-        """Called after every epoch."""
+        """Save after every ``checkpoint_interval``-th epoch and after the last one."""
+        completed = self.trainer.cursor[0]
+        if last or completed % self.interval == 0:
+            self.save("final" if last else "epoch")
 
-    def save_now(self, reason: str) -> None:
-        """Save immediately (signal handling)."""
+    def save_now(self, reason: str) -> str | None:
+        """Save immediately (a signal asked training to stop)."""
+        if self.directory is None:
+            _log.warning(
+                "Training stopped (%s) without a checkpoint: train() was given no checkpoint_dir.",
+                reason,
+            )
+            return None
+        return self.save(reason)

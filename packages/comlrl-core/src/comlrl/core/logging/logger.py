@@ -64,6 +64,11 @@ class MetricLogger:
         if self.wandb is not None:
             self.wandb.write(metrics, step)
 
+    def reopen(self) -> None:
+        """Open the JSONL log again after :meth:`close` (a second ``train()`` call appends)."""
+        if self.enabled and self.run_dir is not None and self.jsonl is None:
+            self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
+
     @property
     def records_written(self) -> int:
         """How many JSONL records the run dir holds (a resume cursor)."""

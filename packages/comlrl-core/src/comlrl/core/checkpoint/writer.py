@@ -1,0 +1,134 @@
+"""Writing one checkpoint of a trainer: every component into a staging dir, then publish."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+from safetensors.torch import save_file
+
+from comlrl.core.checkpoint.atomic import make_staging, pause_for_tests, publish, write_latest
+from comlrl.core.checkpoint.codec import dumps
+from comlrl.core.checkpoint.errors import CheckpointError
+from comlrl.core.checkpoint.layout import MANIFEST, OWNER, RNG_FILE, STATE, checkpoint_name
+from comlrl.core.checkpoint.modules import WEIGHTS_FILE, alias_map, save_module
+from comlrl.core.checkpoint.optim import optimizer_payload
+from comlrl.core.checkpoint.reader import FORMAT, VERSION, file_sha256
+from comlrl.core.checkpoint.rng import capture_rng
+
+
+def _write_text(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _encode_state(state: dict[str, Any]) -> str:
+    try:
+        return dumps(state, "state")
+    except TypeError as exc:
+        raise CheckpointError(f"Cannot save the trainer's resumable state: {exc}") from exc
+
+
+def _file_table(root: str) -> dict[str, dict[str, Any]]:
+    table = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if rel == MANIFEST:
+                continue
+            table[rel] = {"size": os.path.getsize(full), "sha256": file_sha256(full)}
+    return dict(sorted(table.items()))
+
+
+def _write_components(trainer: Any, staging: str, sequence: int) -> dict[str, Any]:
+    """Models, optimizers and schedulers; returns their plain-data descriptions."""
+    models = trainer.trainable_models()
+    aliases = alias_map(models)
+    tokenizers = trainer.checkpoint_tokenizers()
+    model_meta: dict[str, Any] = {}
+    for name, model in models.items():
+        if aliases[name]:
+            model_meta[name] = {"same_as": aliases[name]}
+            continue
+        rel = f"models/{name}"
+        meta = save_module(model, os.path.join(staging, rel), tokenizers.get(name))
+        meta["file"] = f"{rel}/{WEIGHTS_FILE}"
+        model_meta[name] = meta
+    pause_for_tests(staging, sequence)
+    optim_meta = []
+    for i, optimizer in enumerate(trainer.optimizers_list()):
+        tensors, meta = optimizer_payload(optimizer)
+        rel = f"optimizers/optimizer_{i}.safetensors"
+        os.makedirs(os.path.join(staging, "optimizers"), exist_ok=True)
+        save_file(tensors, os.path.join(staging, rel), metadata={"format": "pt"})
+        meta["file"] = rel
+        optim_meta.append(meta)
+    return {
+        "models": model_meta,
+        "optimizers": optim_meta,
+        "schedulers": [s.state_dict() for s in trainer.schedulers_list()],
+    }
+
+
+def write_checkpoint(
+    trainer: Any,
+    directory: str,
+    *,
+    sequence: int,
+    run_id: str,
+    reason: str,
+    fingerprint: dict[str, Any],
+    loop_state: dict[str, Any],
+    logger_state: dict[str, Any],
+) -> str:
+    """Write ``<directory>/checkpoint-<sequence>`` atomically, point ``latest`` at it, and
+    return its path. On any failure the staging dir is removed and nothing is published."""
+    target = os.path.join(directory, checkpoint_name(sequence))
+    if os.path.lexists(target):
+        raise FileExistsError(f"Refusing to overwrite the existing checkpoint {target}.")
+    rng_tensors, rng_meta = capture_rng()
+    staging = make_staging(directory, sequence)
+    try:
+        _write_text(
+            os.path.join(staging, OWNER), json.dumps({"run_id": run_id, "sequence": sequence})
+        )
+        state = _write_components(trainer, staging, sequence)
+        save_file(rng_tensors, os.path.join(staging, RNG_FILE), metadata={"format": "pt"})
+        state.update(
+            rng=rng_meta,
+            loop=loop_state,
+            family=trainer._family_state_dict(),
+            callbacks={n: obj.state_dict() for n, obj in trainer.checkpoint_callbacks().items()},
+            logger=logger_state,
+        )
+        _write_text(os.path.join(staging, STATE), _encode_state(state))
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "sequence": sequence,
+            "run_id": run_id,
+            "reason": reason,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "trainer": fingerprint["trainer"],
+            "cursor": {
+                "epoch": loop_state["cursor"][0],
+                "position": loop_state["cursor"][1],
+                "global_batch": loop_state["global_batch"],
+                "env_step": loop_state["env_step"],
+            },
+            "files": _file_table(staging),
+            "fingerprint": fingerprint,
+        }
+        _write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=1))
+        publish(staging, target)
+    except BaseException:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+        raise
+    write_latest(directory, os.path.basename(target))
+    return target
