@@ -1,5 +1,6 @@
 """With WANDB_MODE=offline and a wandb_config, a run records the documented metric keys."""
 
+import time
 from pathlib import Path
 
 from comlrl.core.logging.jsonl import read_metrics
@@ -17,6 +18,20 @@ KEYS = [
 ]
 
 
+def _wait_for_keys(root: Path, run_id: str, timeout: float = 60.0) -> bytes:
+    """The offline run log, once W&B's background writer has flushed every record to it."""
+    deadline = time.monotonic() + timeout
+    blob = b""
+    while time.monotonic() < deadline:
+        files = list(root.rglob(f"run-{run_id}.wandb"))
+        assert len(files) <= 1
+        blob = files[0].read_bytes() if files else b""
+        if all(k.encode() in blob for k in KEYS):
+            break
+        time.sleep(0.5)
+    return blob
+
+
 def test_offline_wandb_run_has_metric_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -32,9 +47,7 @@ def test_offline_wandb_run_has_metric_keys(tmp_path, monkeypatch):
     run_id = trainer.logger.wandb_run_id
     assert run_id
     trainer.logger.close()
-    files = list(Path(tmp_path / "wb").rglob(f"run-{run_id}.wandb"))
-    assert len(files) == 1
-    blob = files[0].read_bytes()
+    blob = _wait_for_keys(tmp_path / "wb", run_id)
     for key in KEYS:
         assert key.encode() in blob, key
     jsonl = read_metrics(tmp_path / "run" / "metrics.jsonl")
