@@ -8,8 +8,9 @@ Without --model it builds the tiny offline model (no download).
 
 import argparse
 
-from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 
 
 def length_ratio_reward(completions1, completions2):

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from comlrl.core.logprobs import completion_logprobs, micro_batches
 from comlrl.core.testing import tiny_pair
 

@@ -3,11 +3,12 @@
 import inspect
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.core.rollout.tree import TreeSettings, agent_returns, build_trees
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 class FakeGenerator:

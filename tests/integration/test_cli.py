@@ -4,6 +4,7 @@ import statistics
 
 import pytest
 import yaml
+
 from comlrl.core.cli import main
 from comlrl.core.logging.jsonl import read_metrics
 

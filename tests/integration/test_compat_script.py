@@ -16,8 +16,9 @@ def test_compat_quickstart_runs_and_agents_reload(tmp_path, tiny_dir, monkeypatc
     )
     runpy.run_path(str(ROOT / "examples" / "compat_quickstart.py"), run_name="__main__")
     assert (out / "metrics.jsonl").exists()
-    from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
     from transformers import AutoModelForCausalLM
+
+    from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 
     # saved agents reload into a new trainer and keep training
     reloaded = AutoModelForCausalLM.from_pretrained(out / "models" / "agent_0")

@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
-from comlrl.reinforce.advantages import batch_normalize, group_advantages
 from hypothesis import given
 from hypothesis import strategies as st
+
+from comlrl.reinforce.advantages import batch_normalize, group_advantages
 
 R = [1.0, 2.0, 4.0, 5.0]  # mean 3, max 5, population std sqrt(2.5)
 STD = math.sqrt(2.5)

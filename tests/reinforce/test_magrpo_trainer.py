@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.rewards import RewardError
 from comlrl.core.testing import tiny_pair

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
 from comlrl.core.logprobs import completion_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
 

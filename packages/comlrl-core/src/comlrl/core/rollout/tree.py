@@ -47,6 +47,7 @@ class TreeNode:
     returns: list[float] = field(default_factory=list)
     env_step: int = 0
     terminated: bool = False
+    branch: tuple[int, ...] = ()  # joint-action indices from the root to this node
 
     def completions(self, action: int) -> list[str]:
         """The N completion texts of joint action ``action``."""
@@ -95,11 +96,17 @@ def build_trees(
     score_fn: ScoreFn,
     external_transition: Callable[..., Any] | None = None,
     env_step_start: int = 0,
+    item_offset: int = 0,
+    keyed: bool = False,
 ) -> list[TreeNode]:
     """Roll out one tree per item; return the roots with rewards, returns and env steps set.
 
     ``env_step`` advances by the number of joint actions at each node, in pre-order per item
     and items in order, so it matches a depth-first, one-item-at-a-time rollout.
+
+    With ``keyed`` the generate function is called as ``generate_fn(prompts_per_agent, keys)``,
+    where ``keys[j]`` identifies node ``j`` of the level independently of the batch:
+    ``(item_offset + item index, turn, *branch)`` (item-seeded sampling uses it).
     """
     n = settings.num_agents
     level: list[TreeNode] = []
@@ -114,7 +121,7 @@ def build_trees(
     for turn in range(settings.num_turns):
         if not level:
             break
-        _sample_level(level, settings, generate_fn)
+        _sample_level(level, settings, generate_fn, item_offset if keyed else None)
         _score_level(level, score_fn)
         if turn + 1 >= settings.num_turns:
             break
@@ -128,9 +135,18 @@ def build_trees(
     return roots
 
 
-def _sample_level(level: list[TreeNode], settings: TreeSettings, generate_fn: GenerateFn) -> None:
+def _sample_level(
+    level: list[TreeNode],
+    settings: TreeSettings,
+    generate_fn: GenerateFn,
+    item_offset: int | None = None,
+) -> None:
     prompts_per_agent = [[node.prompts[i] for node in level] for i in range(settings.num_agents)]
-    samples = generate_fn(prompts_per_agent)
+    if item_offset is None:
+        samples = generate_fn(prompts_per_agent)
+    else:
+        keys = [(item_offset + node.item_index, node.turn, *node.branch) for node in level]
+        samples = generate_fn(prompts_per_agent, keys)
     actions = joint_action_indices(settings.num_agents, settings.num_samples, settings.joint_mode)
     for j, node in enumerate(level):
         node.samples = [samples[i][j] for i in range(settings.num_agents)]
@@ -203,6 +219,7 @@ def _expand_level(level, settings: TreeSettings, formatters, transition) -> list
                 [node.prompt_history[i] + [ext[i]] for i in range(n)],
                 responses,
             )
+            child.branch = node.branch + (a,)
             node.children[a] = child
             nxt.append(child)
     return nxt
