@@ -96,13 +96,21 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         agents=None,
         num_agents: int | None = None,
         tokenizer=None,
+        model_config=None,
+        train_dataset=None,
+        eval_dataset=None,
+        dataset_type=None,
         reward_func=None,
+        reward_processor=None,
         formatters=None,
+        external_transition=None,
+        wandb_config=None,
+        eval_logger=None,
+        eval_aggregator=None,
         args=None,
         *,
         centralized_adapter: Any = None,
-        eval_logger=None,
-        **kwargs,
+        model=None,
     ):
         if args is None:
             args = self.default_config_cls()
@@ -150,9 +158,20 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
             formatters=[collaboration.build_prompt],
             args=actor_args,
             eval_logger=collaboration.wrap_eval_logger(eval_logger),
-            **kwargs,
+            model_config=model_config,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            dataset_type=dataset_type,
+            reward_processor=reward_processor,
+            external_transition=external_transition,
+            wandb_config=wandb_config,
+            eval_aggregator=eval_aggregator,
+            model=model,
         )
-        self.args = args
+        # Restore the role count on the trainer's own config (in multi-process runs that copy
+        # also holds this rank's share of the batch sizes, so it is kept).
+        self.args.num_agents = roles
+        self.global_args = args
         self.collaboration = collaboration
         self.centralized_adapter = adapter
         self.num_roles = roles
@@ -162,8 +181,10 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         cfg.update(collaboration_mode="centralized", num_roles=self.num_roles, num_actor_models=1)
         return cfg
 
-    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+    def log_metrics(
+        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
+    ) -> None:
         """Every record carries the running parse-failure count of the joint completions."""
         merged = dict(metrics)
         merged.update(self.collaboration.stats())
-        super().log_metrics(merged, step)
+        super().log_metrics(merged, step, reduce=reduce)

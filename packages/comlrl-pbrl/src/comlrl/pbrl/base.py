@@ -1,0 +1,593 @@
+"""What every preference trainer shares: construction, candidate sampling and scoring, pair
+building, and the staged training loop with checkpoints.
+
+A run is a list of *stages* (epochs for MADPO and MARLHF, iterations for the iterative trainers).
+A stage may first *prepare* data (sample candidates, build pairs, train a reward model) and then
+runs *units* of training (one DPO update, or one RL batch). The cursor ``(stage, unit)`` is what a
+checkpoint resumes from, and prepared data lives in the family state, so a resumed run never
+samples its preference data again.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from comlrl.core.centralized import (
+    CentralizedCollaboration,
+    TaggedCentralizedComparatorAdapter,
+    check_adapter,
+)
+from comlrl.core.devices import plan_devices
+from comlrl.core.logprobs import completion_logprobs, micro_batches
+from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.rewards import RewardCaller, RewardError
+from comlrl.core.rollout.formatters import build_formatters
+from comlrl.core.rollout.generation import PromptSamples
+from comlrl.core.trainer import TrainerBase, seed_everything
+from comlrl.pbrl.config import MADPOConfig
+from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
+
+
+class PreferenceTrainerBase(TrainerBase):
+    """Shared constructor and loop of MADPO, MARLHF and their iterative variants.
+
+    The constructor takes CoMLRL's MAGRPO arguments plus ``centralized_comparator_adapter``. With
+    ``args.collaboration_mode="centralized"`` one actor model writes every role's output (the
+    adapter builds its prompt and splits its completion); ``args.num_agents`` then counts roles.
+    """
+
+    algorithm_name = "Preference"
+    default_config_cls: type = MADPOConfig
+    checkpoint_kind = "preference"
+
+    def __init__(
+        self,
+        agent_model=None,
+        agents=None,
+        num_agents: int | None = 2,
+        tokenizer=None,
+        model_config=None,
+        train_dataset=None,
+        eval_dataset=None,
+        dataset_type=None,
+        reward_func=None,
+        reward_processor=None,
+        formatters=None,
+        external_transition=None,
+        wandb_config=None,
+        eval_logger=None,
+        eval_aggregator=None,
+        args=None,
+        *,
+        centralized_comparator_adapter=None,
+        model=None,
+    ):
+        if model is not None and agent_model is None:
+            agent_model = model  # older CoMLRL spelling
+        if args is None:
+            args = self.default_config_cls()
+        if not isinstance(args, self.default_config_cls):
+            raise ValueError(
+                f"args must be a {self.default_config_cls.__name__}, got {type(args).__name__}."
+            )
+        adapter = check_adapter(
+            centralized_comparator_adapter
+            if centralized_comparator_adapter is not None
+            else TaggedCentralizedComparatorAdapter(),
+            "centralized_comparator_adapter",
+        )
+        self.centralized_comparator_adapter = adapter
+        self.user_formatters = formatters
+        self._model_config_arg = model_config
+        self.task_reward_func = reward_func
+        self.collaboration: CentralizedCollaboration | None = None
+        actor_args = args
+        if args.collaboration_mode == "centralized":
+            roles = args.num_agents if args.num_agents is not None else (num_agents or 2)
+            if num_agents is not None and num_agents != roles:
+                raise ValueError(
+                    f"num_agents ({num_agents}) must match args.num_agents ({roles}), the role "
+                    "count, in centralized collaboration."
+                )
+            if agents is not None and (isinstance(agents, (str, bytes)) or len(agents) != 1):
+                raise ValueError(
+                    "Centralized collaboration requires exactly one actor model (agents)."
+                )
+            if isinstance(tokenizer, (list, tuple)):
+                if len(tokenizer) != 1:
+                    raise ValueError("Centralized collaboration requires one actor tokenizer.")
+                tokenizer = tokenizer[0]
+            if reward_func is None or not callable(reward_func):
+                raise ValueError("reward_func must be a callable.")
+            self.collaboration = CentralizedCollaboration(
+                adapter,
+                build_formatters(formatters, roles),
+                roles,
+                reward_func,
+                reward_call_mode=args.reward_call_mode,
+            )
+            self.num_roles = roles
+            reward_func = self.collaboration
+            formatters = [self.collaboration.build_prompt]
+            eval_logger = self.collaboration.wrap_eval_logger(eval_logger)
+            num_agents = 1
+            # The base checks args.num_agents against the actor count (one); here it counts roles.
+            actor_args = copy.copy(args)
+            actor_args.num_agents = None
+        elif agents is not None and agent_model is None:
+            num_agents = None
+        from comlrl.core.distributed import resolve_mode
+
+        if resolve_mode("auto") != "single":
+            raise ValueError(
+                f"{self.algorithm_name} runs in one process; multi-process launches "
+                "(accelerate/torchrun, WORLD_SIZE > 1) are not supported by the preference "
+                "trainers. Start it as a plain Python process (mp placement of agents on "
+                "several GPUs works: parallel_training='mp')."
+            )
+        self._validate_before_loading(
+            args, agent_model=agent_model, agents=agents, num_agents=num_agents
+        )
+        self._init_common(
+            args=actor_args,
+            agent_model=agent_model,
+            agents=agents,
+            num_agents=num_agents,
+            tokenizer=tokenizer,
+            model_config=model_config,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            reward_func=reward_func,
+            reward_processor=reward_processor,
+            formatters=formatters,
+            external_transition=external_transition,
+            wandb_config=wandb_config,
+            eval_logger=eval_logger,
+            eval_aggregator=eval_aggregator,
+        )
+        self.args = self.global_args = args
+        if not args.reference_free and args.reference_devices is not None:
+            plan_devices("mp", args.reference_devices, self.num_agents, "reference_devices")
+        if self.collaboration is None:
+            self.num_roles = self.num_agents
+        # Rewards are scored raw (for the distribution logger) and processed here.
+        self.reward_caller = RewardCaller(
+            reward_func, num_agents=self.num_agents, call_mode=args.reward_call_mode
+        )
+        self.dataset_type = dataset_type
+        sections = (wandb_config or {}).get("config_sections") or {}
+        self.verbose = bool((sections.get("output") or {}).get("verbose", True))
+        self.logger = None
+        seed = args.seed if args.seed is not None else 0
+        self.pair_rng = random.Random(seed)
+        self.order_seed = seed
+        self.units_done = 0
+        self.prepared_stage: int | None = None
+        self._last_train_log_step = -1
+        self.skipped_nonfinite = 0
+        self.cursor = (0, 0)
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
+        """Cheap checks a family runs before any model is loaded: here, that a DPO reference
+        model's source resolves (its config is read; the weights load only when used)."""
+        name = getattr(args, "reference_model_name", None)
+        if name is not None and not args.reference_free:
+            from transformers import AutoConfig
+
+            try:
+                AutoConfig.from_pretrained(
+                    name,
+                    trust_remote_code=bool(
+                        (self._model_config_arg or {}).get("trust_remote_code", False)
+                    ),
+                )
+            except OSError as exc:
+                raise ValueError(
+                    f"reference_model_name={name!r} cannot be found (not a local model directory "
+                    f"nor a reachable hub id): {exc}"
+                ) from exc
+
+    def num_stages(self) -> int:
+        """How many stages (epochs or iterations) a run has."""
+        return self.args.num_train_epochs
+
+    def _prepare_stage(self, stage: int) -> bool:
+        """Build the data stage ``stage`` trains on; return True when data was sampled (a
+        checkpoint is then written at once). Restored data is not sampled again."""
+        return False
+
+    def _stage_units(self, stage: int) -> list[Any]:
+        """The units of training of ``stage``, in order."""
+        raise NotImplementedError
+
+    def _run_unit(self, unit: Any) -> None:
+        raise NotImplementedError
+
+    def _unit_trains(self, unit: Any) -> bool:
+        """Whether ``unit`` is a training step (eval cadence counts those)."""
+        return True
+
+    def _finish_stage(self, stage: int) -> None:
+        """Hook after the last unit of a stage."""
+
+    # ------------------------------------------------------------------ rewards
+    @property
+    def reward_range(self):
+        """The task reward's declared ``(low, high)`` range, or None."""
+        if self.collaboration is not None:
+            return self.collaboration.reward_range
+        return self.reward_caller.reward_range
+
+    def process_rewards(self, raw: Sequence[float]) -> list[float]:
+        """Apply ``reward_processor`` to raw rewards; outputs must be finite numbers."""
+        if self.reward_processor is None:
+            return [float(r) for r in raw]
+        out = []
+        for value in raw:
+            result = self.reward_processor(value)
+            try:
+                result = float(result)
+            except (TypeError, ValueError) as exc:
+                raise RewardError(
+                    f"reward_processor returned {result!r} for reward {value!r}; it must return "
+                    "a number."
+                ) from exc
+            if not math.isfinite(result):
+                raise RewardError(
+                    f"reward_processor produced a non-finite value {result!r} for reward {value!r}."
+                )
+            out.append(result)
+        return out
+
+    def score_raw(self, agent_completions, *, prompts, batch_items) -> list[float]:
+        """Unprocessed task rewards of a batch of joint actions (one reward call)."""
+        return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+
+    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
+        """Processed task rewards (used by eval rollouts)."""
+        return self.process_rewards(
+            self.score_raw(agent_completions, prompts=prompts, batch_items=batch_items)
+        )
+
+    # ------------------------------------------------------------------ candidates
+    def sample_candidates(
+        self, items: Sequence[dict], num_samples: int, params
+    ) -> list[list[PromptSamples]]:
+        """``[actor][item]`` samples of the current policy for each item's prompts."""
+        prompts = [[self.formatters[i](item) for item in items] for i in range(self.num_agents)]
+        return self.generate_per_agent(prompts, num_samples, params)
+
+    def score_joint(
+        self, texts: list[list[list[str]]], prompts: list[str], items: Sequence[dict]
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        """Score aligned joint candidates in one reward call.
+
+        ``texts[i][j][k]`` is actor ``i``'s ``k``-th candidate for item ``j``; candidate ``k`` of
+        item ``j`` is the joint action ``(texts[0][j][k], ..., texts[N-1][j][k])``. Returns raw and
+        processed rewards as ``[item][k]``.
+        """
+        counts = [len(texts[0][j]) for j in range(len(items))]
+        comps = [[t for j in range(len(items)) for t in texts[i][j]] for i in range(len(texts))]
+        flat_prompts = [prompts[j] for j in range(len(items)) for _ in range(counts[j])]
+        flat_items = [items[j] for j in range(len(items)) for _ in range(counts[j])]
+        raw = self.score_raw(comps, prompts=flat_prompts, batch_items=flat_items)
+        processed = self.process_rewards(raw)
+        out_raw, out_proc, pos = [], [], 0
+        for c in counts:
+            out_raw.append(raw[pos : pos + c])
+            out_proc.append(processed[pos : pos + c])
+            pos += c
+        return out_raw, out_proc
+
+    def build_policy_pairs(
+        self, items: Sequence[dict], params
+    ) -> tuple[list[PreferencePair], dict]:
+        """Sample ``preference_num_candidates`` aligned joint candidates per item, score them and
+        keep the selected non-tied pairs. Returns the pairs and generation statistics."""
+        a = self.args
+        k = a.preference_num_candidates
+        per_call = a.rollout_batch_size or 1
+        pairs: list[PreferencePair] = []
+        rewards_seen: list[float] = []
+        tied_items = 0
+        for start in range(0, len(items), per_call):
+            chunk = list(items[start : start + per_call])
+            samples = self.sample_candidates(chunk, k, params)
+            texts = [[s.texts for s in samples[i]] for i in range(self.num_agents)]
+            prompts = [samples[0][j].prompt for j in range(len(chunk))]
+            raw, processed = self.score_joint(texts, prompts, chunk)
+            for j in range(len(chunk)):
+                rewards = processed[j]
+                rewards_seen.extend(rewards)
+                chosen = select_pairs(
+                    candidate_pairs(rewards),
+                    a.pair_selection,
+                    a.preference_pairs_per_sample,
+                    self.pair_rng,
+                )
+                if not chosen:
+                    tied_items += 1
+                mean = float(np.mean(rewards))
+                for w, lo, _gap in chosen:
+                    pairs.append(
+                        PreferencePair(
+                            prompts=[samples[i][j].prompt for i in range(self.num_agents)],
+                            winner_completions=[texts[i][j][w] for i in range(self.num_agents)],
+                            loser_completions=[texts[i][j][lo] for i in range(self.num_agents)],
+                            prompt_ids=[
+                                list(samples[i][j].prompt_ids) for i in range(self.num_agents)
+                            ],
+                            winner_ids=[
+                                list(samples[i][j].completion_ids[w])
+                                for i in range(self.num_agents)
+                            ],
+                            loser_ids=[
+                                list(samples[i][j].completion_ids[lo])
+                                for i in range(self.num_agents)
+                            ],
+                            winner_reward=rewards[w],
+                            loser_reward=rewards[lo],
+                            candidate_reward_mean=mean,
+                            raw_rewards=[raw[j][w], raw[j][lo]],
+                        )
+                    )
+        stats = {
+            "preference/num_pairs": float(len(pairs)),
+            "preference/candidate_reward_mean": float(np.mean(rewards_seen))
+            if rewards_seen
+            else float("nan"),
+            "preference/tied_items": float(tied_items),
+        }
+        if self.collaboration is not None:
+            stats.update(self.collaboration.stats())
+        return pairs, stats
+
+    # ------------------------------------------------------------------ log-probs
+    def sequence_logps(
+        self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
+    ) -> torch.Tensor:
+        """Summed token log-probs (EOS included, pads never) of completions under ``model``
+        (default: the actor itself), micro-batched by ``logprob_max_tokens``."""
+        model = self.agents[actor] if model is None else model
+        pad = self.tokenizers[actor].pad_token_id
+        lengths = [len(p) + len(c) for p, c in zip(prompt_ids, completion_ids)]
+        parts = []
+        context = torch.enable_grad() if grad else torch.no_grad()
+        with context:
+            for idx in micro_batches(lengths, self.args.logprob_max_tokens):
+                lp = completion_logprobs(
+                    model, [prompt_ids[i] for i in idx], [completion_ids[i] for i in idx], pad
+                )
+                parts.append(lp.sequence_sum())
+        return torch.cat(parts)
+
+    def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
+        """Cache reference log-probs of every pair's winner and loser, per actor.
+
+        The reference is ``reference_model_name`` when set (loaded, used, freed), else the
+        actors as they are now (before the coming updates).
+        """
+        if not pairs:
+            return
+        a = self.args
+        refs = None
+        if a.reference_model_name is not None:
+            devices = (
+                plan_devices("mp", a.reference_devices, self.num_agents, "reference_devices")
+                if a.reference_devices is not None
+                else self.agent_devices
+            )
+            loaded = freeze_model(load_causal_lm(a.reference_model_name, self.model_config))
+            refs = [loaded.to(devices[0])] + [
+                copy.deepcopy(loaded).to(d) if str(d) != str(devices[0]) else loaded
+                for d in devices[1:]
+            ]
+        try:
+            for i in range(self.num_agents):
+                model = self.agents[i] if refs is None else refs[i]
+                was_training = model.training
+                model.eval()
+                try:
+                    prompts = [p.prompt_ids[i] for p in pairs] * 2
+                    comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
+                    values = self.sequence_logps(i, prompts, comps, model, grad=False).tolist()
+                finally:
+                    model.train(was_training)
+                n = len(pairs)
+                for j, pair in enumerate(pairs):
+                    if i == 0:
+                        pair.reference_logps = []
+                    pair.reference_logps.append([values[j], values[n + j]])
+        finally:
+            del refs
+
+    # ------------------------------------------------------------------ logging helpers
+    def _should_log(self, step: int) -> bool:
+        a = self.args
+        if (
+            a.logging_steps <= 1
+            or self._last_train_log_step < 0
+            or step - self._last_train_log_step >= a.logging_steps
+        ):
+            self._last_train_log_step = step
+            return True
+        return False
+
+    def run_config(self) -> dict[str, Any]:
+        cfg = super().run_config()
+        a = self.args
+        for key in (
+            "preference_num_candidates",
+            "preference_pairs_per_sample",
+            "pair_selection",
+            "dpo_beta",
+            "reference_free",
+            "collaboration_mode",
+        ):
+            cfg[key] = getattr(a, key)
+        if self.collaboration is not None:
+            cfg.update(num_roles=self.num_roles, num_actor_models=1)
+        return cfg
+
+    # ------------------------------------------------------------------ the loop
+    def _eval_due_now(self) -> bool:
+        every = self.args.eval_interval
+        if not every or self.eval_dataset is None or self.args.eval_num_samples == 0:
+            return False
+        return self.units_done % every == 0
+
+    def train(
+        self,
+        resume_from_checkpoint: str | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_interval: int = 1,
+        checkpoint_total_limit: int | None = None,
+        checkpoint_every_batches: int | None = None,
+        **generation_kwargs,
+    ) -> None:
+        """Run every stage. Checkpoint arguments behave as in the other trainers, with a stage
+        in place of an epoch and a unit (one update or RL batch) in place of a batch; a
+        checkpoint is also written right after each stage's preference data is sampled.
+
+        Extra keyword arguments go to ``model.generate`` when candidates are sampled.
+        """
+        from comlrl.core.checkpoint.rng import preserved_rng
+        from comlrl.core.checkpoint.session import CheckpointSession
+
+        session = CheckpointSession(
+            self,
+            resume_from_checkpoint,
+            checkpoint_dir,
+            checkpoint_interval,
+            checkpoint_total_limit,
+            checkpoint_every_batches=checkpoint_every_batches,
+        )
+        self.get_train_dataloader()
+        self.generation_kwargs = dict(generation_kwargs)
+        logger = self._ensure_logger()
+        logger.reopen()
+        self.cursor = (0, 0)
+        self.global_batch = 0
+        self.interrupted = False
+        self._training_complete = False
+        self.last_checkpoint = None
+        self._units = None
+        start_stage, start_pos = session.restore()
+        if session.fresh and self.args.seed is not None:
+            seed_everything(self.args.seed)
+        with preserved_rng():  # opening W&B must not change the training trajectory
+            logger.start_wandb(resume_id=session.wandb_run_id)
+        total = self.num_stages()
+        try:
+            with self._stop_on_signals():
+                for stage in range(start_stage, total):
+                    self.epoch = stage
+                    pos = start_pos if stage == start_stage else 0
+                    self.cursor = (stage, pos)
+                    if self.prepared_stage != stage:
+                        sampled = self._prepare_stage(stage)
+                        self.prepared_stage = stage
+                        if sampled:
+                            # Sampling preference data is the expensive part: keep it. It counts
+                            # as a batch of work, so the save is not mistaken for a repeat.
+                            self.global_batch += 1
+                            session.save("preference_data")
+                    self._units = self._stage_units(stage)
+                    bar = self._progress(len(self._units), stage)
+                    bar.update(pos)
+                    for index in range(pos, len(self._units)):
+                        unit = self._units[index]
+                        trains = self._unit_trains(unit)
+                        if trains and self._eval_due_now():
+                            self.evaluate()
+                        self._run_unit(unit)
+                        if trains:
+                            self.units_done += 1
+                        self.global_batch += 1
+                        self.cursor = (stage, index + 1)
+                        bar.update(1)
+                        self._update_progress(bar)
+                        if self._stop_requested:
+                            bar.close()
+                            self._stop_after_signal(session)
+                            return
+                        session.after_batch()
+                    bar.close()
+                    self._finish_stage(stage)
+                    self._units = None
+                    self.cursor = (stage + 1, 0)
+                    session.after_epoch(last=stage + 1 == total)
+        except BaseException:
+            logger.close(finish_wandb=False)
+            raise
+        self.last_checkpoint = session.last_path
+        self._training_complete = True
+        logger.close(finish_wandb=False)
+        self.logger_closed = True
+
+    def checkpoint_loop_limits(self) -> tuple[int, int | None]:
+        """(stages, units of the current stage) for checkpoint cursor checks; the unit count is
+        None until the stage's data exists."""
+        units = getattr(self, "_units", None)
+        return self.num_stages(), None if units is None else len(units)
+
+    def _progress(self, total: int, epoch: int):
+        from tqdm.auto import tqdm
+
+        return tqdm(
+            total=total,
+            desc=f"{self.algorithm_name} {self._stage_name()} {epoch + 1}/{self.num_stages()}",
+            unit="step",
+            disable=not getattr(self, "verbose", True),
+            dynamic_ncols=True,
+        )
+
+    def _stage_name(self) -> str:
+        return "epoch"
+
+    # ------------------------------------------------------------------ resumable state
+    def _family_state_dict(self) -> dict[str, Any]:
+        rng = self.pair_rng.getstate()
+        state = {
+            "kind": self.checkpoint_kind,
+            "units_done": self.units_done,
+            "prepared_stage": self.prepared_stage,
+            "last_train_log_step": self._last_train_log_step,
+            "skipped_nonfinite": self.skipped_nonfinite,
+            "pair_rng": [rng[0], list(rng[1]), rng[2]],
+        }
+        if self.collaboration is not None:
+            state["parse_failures"] = self.collaboration.parse_failures
+            state["parsed"] = self.collaboration.parsed
+        return state
+
+    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != self.checkpoint_kind:
+            raise ValueError(
+                f"checkpoint holds a {state.get('kind')!r} run, not {self.checkpoint_kind!r}."
+            )
+        self.units_done = int(state["units_done"])
+        self.prepared_stage = state["prepared_stage"]
+        self._last_train_log_step = int(state["last_train_log_step"])
+        self.skipped_nonfinite = int(state["skipped_nonfinite"])
+        rng = state["pair_rng"]
+        self.pair_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+        if self.collaboration is not None:
+            self.collaboration.parse_failures = int(state.get("parse_failures", 0))
+            self.collaboration.parsed = int(state.get("parsed", 0))
+
+    def _warn_no_pairs(self) -> None:
+        warnings.warn(
+            f"{self.algorithm_name}: every item's candidates tied on reward, so there are no "
+            "preference pairs to train on; sample more candidates or use a finer reward.",
+            stacklevel=3,
+        )

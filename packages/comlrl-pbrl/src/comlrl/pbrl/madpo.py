@@ -1,0 +1,255 @@
+"""MADPO: multi-agent DPO on pairs of joint responses ranked by the task reward."""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from comlrl.pbrl.base import PreferenceTrainerBase
+from comlrl.pbrl.config import MADPOConfig
+from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss, margin_gradients
+from comlrl.pbrl.pairs import PreferencePair
+
+
+class DPOMixin:
+    """The DPO update shared by MADPO and MADPOIter: one joint loss, one backward per batch."""
+
+    def _init_dpo(self) -> None:
+        a = self.args
+        self.optimizers = [
+            torch.optim.AdamW(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
+            for m in self.agents
+        ]
+        # Agents that share one model object step its optimizer once per update.
+        first = {}
+        for i, m in enumerate(self.agents):
+            first.setdefault(id(m), i)
+        self._stepping = sorted(first.values())
+        self.updates_seen = 0
+
+    def compute_dpo_loss(self, pairs: Sequence[PreferencePair], *, backward: bool) -> DPOOutput:
+        """The joint DPO loss of ``pairs``; with ``backward`` its gradients are accumulated.
+
+        Each actor scores its winners and losers in one padded forward (micro-batched only when
+        ``logprob_max_tokens`` caps it; then a no-grad pass finds the margins first and each
+        micro-batch backpropagates its share, which gives the same gradient).
+        """
+        a = self.args
+        n = len(pairs)
+        ref_c = ref_r = None
+        if not a.reference_free:
+            missing = [p for p in pairs if p.reference_logps is None]
+            if missing:
+                self.attach_reference_logps(missing)
+            ref_c = [
+                torch.tensor([p.reference_logps[i][0] for p in pairs])
+                for i in range(self.num_agents)
+            ]
+            ref_r = [
+                torch.tensor([p.reference_logps[i][1] for p in pairs])
+                for i in range(self.num_agents)
+            ]
+        rows = []
+        for i in range(self.num_agents):
+            prompts = [p.prompt_ids[i] for p in pairs] * 2
+            comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
+            rows.append((prompts, comps))
+        split_pass = backward and a.logprob_max_tokens is not None
+        chosen, rejected = [], []
+        for i, (prompts, comps) in enumerate(rows):
+            values = self.sequence_logps(i, prompts, comps, grad=backward and not split_pass)
+            chosen.append(values[:n])
+            rejected.append(values[n:])
+        out = joint_dpo_loss(chosen, rejected, a.dpo_beta, ref_c, ref_r)
+        if not torch.isfinite(out.loss):
+            return out
+        if backward and not split_pass:
+            out.loss.backward()
+        elif split_pass:
+            coef = margin_gradients(out.margins, a.dpo_beta)
+            weights = torch.cat([coef, -coef]).tolist()
+            for i, (prompts, comps) in enumerate(rows):
+                self._backward_in_chunks(i, prompts, comps, weights)
+        return out
+
+    def _backward_in_chunks(self, actor: int, prompts, comps, weights) -> None:
+        from comlrl.core.logprobs import completion_logprobs, micro_batches
+
+        model = self.agents[actor]
+        pad = self.tokenizers[actor].pad_token_id
+        lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
+        for idx in micro_batches(lengths, self.args.logprob_max_tokens):
+            lp = completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad)
+            w = torch.tensor([weights[i] for i in idx], device=lp.values.device)
+            (w * lp.sequence_sum()).sum().backward()
+
+    def dpo_update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
+        """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped)."""
+        a = self.args
+        for m in self.agents:
+            m.train()
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+        out = self.compute_dpo_loss(pairs, backward=True)
+        if not torch.isfinite(out.loss):
+            for opt in self.optimizers:
+                opt.zero_grad(set_to_none=True)
+            if a.nonfinite_loss == "skip":
+                self.skipped_nonfinite += 1
+                warnings.warn(
+                    f"Skipping a non-finite DPO loss ({self.skipped_nonfinite} skipped so far).",
+                    stacklevel=2,
+                )
+                return None
+            raise FloatingPointError(
+                f"Non-finite DPO loss ({out.loss.item()}); set nonfinite_loss='skip' to skip "
+                "such batches instead."
+            )
+        metrics = out.metrics(a.dpo_beta)
+        for i in self._stepping:
+            params = [p for p in self.agents[i].parameters() if p.grad is not None]
+            if params:
+                max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf
+                norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+                metrics[f"agent_{i}/grad_norm"] = float(norm)
+            self.optimizers[i].step()
+        self.updates_seen += 1
+        return metrics
+
+    def _dpo_unit(self, pairs: Sequence[PreferencePair]) -> None:
+        a = self.args
+        metrics = self.dpo_update(pairs)
+        if a.use_environment_step:
+            self.env_step += a.environment_steps_per_pair * len(pairs)
+        else:
+            self.env_step += 1
+        if metrics is None or not self._should_log(self.env_step):
+            return
+        metrics["pairs/winner_reward_mean"] = float(np.mean([p.winner_reward for p in pairs]))
+        metrics["pairs/loser_reward_mean"] = float(np.mean([p.loser_reward for p in pairs]))
+        metrics["pairs/candidate_reward_mean"] = float(
+            np.mean([p.candidate_reward_mean for p in pairs])
+        )
+        metrics["dpo/skipped_nonfinite"] = float(self.skipped_nonfinite)
+        self._last_reward_mean = metrics["dpo/accuracy"]
+        self.log_metrics(metrics)
+
+    def epoch_order(self, num_pairs: int, epoch: int) -> list[int]:
+        """The shuffled pair order of ``epoch``: a function of the seed and the epoch only, so
+        a resumed run sees the same order."""
+        order = list(range(num_pairs))
+        random.Random(f"{self.order_seed}-{epoch}").shuffle(order)
+        return order
+
+    def dpo_units(self, pairs: Sequence[PreferencePair], epoch: int) -> list[list[int]]:
+        """Batches of pair indices for one DPO epoch."""
+        order = self.epoch_order(len(pairs), epoch)
+        size = self.args.train_batch_size
+        return [order[s : s + size] for s in range(0, len(order), size)]
+
+
+class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
+    """Multi-agent DPO (CoMLRL-compatible constructor and methods).
+
+    Preference data is sampled once from the initial policy (``preference_num_candidates``
+    aligned joint candidates per item, ranked by the task reward); DPO then runs for
+    ``num_train_epochs`` epochs over the pairs. Logged: ``dpo/loss``, ``dpo/accuracy``,
+    ``dpo/margin``, ``dpo/reward_margin``, chosen/rejected log-probs per agent, grad norms.
+
+    Attributes:
+        preference_pairs: the pair set (None until sampled).
+        optimizers: one AdamW per agent.
+    """
+
+    algorithm_name = "MADPO"
+    default_config_cls = MADPOConfig
+    checkpoint_kind = "madpo"
+
+    def __init__(
+        self,
+        agent_model=None,
+        agents=None,
+        num_agents: int | None = 2,
+        tokenizer=None,
+        model_config=None,
+        train_dataset=None,
+        eval_dataset=None,
+        dataset_type=None,
+        reward_func=None,
+        reward_processor=None,
+        formatters=None,
+        external_transition=None,
+        wandb_config=None,
+        eval_logger=None,
+        eval_aggregator=None,
+        args=None,
+        *,
+        centralized_comparator_adapter=None,
+        model=None,
+    ):
+        super().__init__(
+            agent_model=agent_model,
+            agents=agents,
+            num_agents=num_agents,
+            tokenizer=tokenizer,
+            model_config=model_config,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            dataset_type=dataset_type,
+            reward_func=reward_func,
+            reward_processor=reward_processor,
+            formatters=formatters,
+            external_transition=external_transition,
+            wandb_config=wandb_config,
+            eval_logger=eval_logger,
+            eval_aggregator=eval_aggregator,
+            args=args,
+            centralized_comparator_adapter=centralized_comparator_adapter,
+            model=model,
+        )
+        self._init_dpo()
+        self.preference_pairs: list[PreferencePair] | None = None
+
+    def _prepare_stage(self, stage: int) -> bool:
+        if self.preference_pairs is not None:
+            return False
+        params = self.sampling_params(self.generation_kwargs)
+        items = list(self.get_train_dataloader())
+        pairs, stats = self.build_policy_pairs(items, params)
+        if not pairs:
+            self._warn_no_pairs()
+        if not self.args.reference_free:
+            self.attach_reference_logps(pairs)
+        self.preference_pairs = pairs
+        self.log_metrics(stats)
+        return True
+
+    def _stage_units(self, stage: int) -> list[list[int]]:
+        return self.dpo_units(self.preference_pairs or [], stage)
+
+    def _run_unit(self, unit: list[int]) -> None:
+        self._dpo_unit([self.preference_pairs[i] for i in unit])
+
+    def _family_state_dict(self) -> dict[str, Any]:
+        state = super()._family_state_dict()
+        state["updates_seen"] = self.updates_seen
+        state["preference_pairs"] = (
+            None
+            if self.preference_pairs is None
+            else [p.to_record() for p in self.preference_pairs]
+        )
+        return state
+
+    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+        super()._load_family_state_dict(state)
+        self.updates_seen = int(state["updates_seen"])
+        pairs = state["preference_pairs"]
+        self.preference_pairs = (
+            None if pairs is None else [PreferencePair.from_record(r) for r in pairs]
+        )

@@ -1,0 +1,403 @@
+"""MARLHF: preference pairs → a joint reward model → multi-agent RL on the learned reward.
+
+The RL phase is any registered algorithm (``rl_algorithm``: magrpo, mareinforce, maremax,
+marloo from comlrl-reinforce; iac, maac from comlrl-ac), found through the algorithm registry,
+so comlrl-pbrl depends on neither family. The RL trainer is built once, in ``__init__``, on the
+same agent objects, and its training steps are driven from here: one logger, one monotonic
+``env_step``, and one checkpoint that holds the reward model and the RL trainer's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import random
+from typing import Any
+
+import torch
+
+from comlrl.core.models import ensure_pad_token
+from comlrl.core.registry import PROVIDERS, load_algorithm
+from comlrl.pbrl.base import PreferenceTrainerBase
+from comlrl.pbrl.config import MARLHFConfig
+from comlrl.pbrl.pairs import PreferencePair
+from comlrl.pbrl.reward_model import (
+    JointRewardModel,
+    format_joint_text,
+    score_texts,
+    train_reward_model,
+)
+
+# Fields whose None is a real setting (not "use the RL trainer's default").
+_NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, (str, bytes)) or hasattr(value, "__fspath__")
+
+
+def resolve_rl_algorithm(name: str):
+    """The trainer class registered as ``name``, with an install hint when it is missing."""
+    try:
+        return load_algorithm(name)
+    except ValueError as exc:
+        provider = PROVIDERS.get(name, "the package that provides it")
+        raise ValueError(
+            f"rl_algorithm={name!r} is not installed; MARLHF runs its RL phase with it. Install "
+            f"{provider} (pip install {provider}). ({exc})"
+        ) from exc
+
+
+class RewardModelReward:
+    """The RL phase's reward: the joint reward model's score of each joint response.
+
+    Every agent's prompt comes from its formatter (MARLHF is single-turn, so that is the prompt
+    the agent answered); agent 0's is the one the rollout passes in.
+    """
+
+    def __init__(self, trainer: MARLHFTrainer):
+        self.trainer = trainer
+
+    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list[float]:
+        t = self.trainer
+        texts = []
+        for j, item in enumerate(batch_items):
+            actor_prompts = [prompts[j]] + [
+                t.formatters[i](item) for i in range(1, len(agent_completions))
+            ]
+            texts.append(format_joint_text(actor_prompts, [c[j] for c in agent_completions]))
+        return score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+
+
+class RLHFMixin:
+    """Reward-model training and the RL phase, shared by MARLHF and MARLHFIter."""
+
+    def _validate_rlhf_inputs(self, args, *, agent_model, agents, critic_model, critics) -> None:
+        """Everything that can fail before loading: the RL algorithm, model sources, devices."""
+        self.rl_trainer_cls = resolve_rl_algorithm(args.rl_algorithm)
+        if getattr(self.rl_trainer_cls, "default_config_cls", None) is None:
+            raise ValueError(f"rl_algorithm={args.rl_algorithm!r} declares no default_config_cls.")
+        first = agent_model if agent_model is not None else (agents[0] if agents else None)
+        self._rm_source = args.reward_model_name if args.reward_model_name is not None else first
+        if self._rm_source is None:
+            raise ValueError("reward_model_name is required when no agent model is given.")
+        self._critic_source = None
+        if args.uses_actor_critic:
+            needs_critic = args.rl_algorithm == "maac" or args.use_separate_critic
+            source = critic_model if critic_model is not None else args.critic_model_name
+            if source is None and _is_name(first):
+                source = first
+            if needs_critic and source is None and not critics:
+                raise ValueError(
+                    f"rl_algorithm={args.rl_algorithm!r} needs a critic: pass critic_model or "
+                    "critics, or set critic_model_name (agents given as objects leave no name "
+                    "to load a critic from)."
+                )
+            self._critic_source = source if needs_critic else None
+
+    def _init_rlhf(self, *, metrics_callback, critics) -> None:
+        a = self.args
+        device = (
+            torch.device(a.reward_model_device)
+            if a.reward_model_device is not None
+            else self.agent_devices[0]
+        )
+        source = self._rm_source if _is_name(self._rm_source) else self.agents[0]
+        self.reward_model = JointRewardModel.from_source(
+            source,
+            self.model_config,
+            freeze_backbone=a.reward_freeze_backbone,
+            seed=a.seed if a.seed is not None else 0,
+        ).to(device)
+        self.reward_model.eval()
+        if _is_name(self._rm_source) and str(self._rm_source) != str(self.sources[0]):
+            from transformers import AutoTokenizer
+
+            self.reward_tokenizer = AutoTokenizer.from_pretrained(
+                str(self._rm_source),
+                trust_remote_code=bool(self.model_config.get("trust_remote_code", False)),
+            )
+            ensure_pad_token(self.reward_tokenizer)
+        else:
+            self.reward_tokenizer = self.tokenizers[0]
+        self.reward_optimizer = self._new_reward_optimizer()
+        self.rm_rng = random.Random(a.seed if a.seed is not None else 0)
+        self.reward_model_trained = False
+        self.reward_model_metrics: dict[str, float] = {}
+        self.rm_reward = RewardModelReward(self)
+        self.rl_trainer = self._build_rl_trainer(metrics_callback, critics)
+
+    def _new_reward_optimizer(self):
+        params = [p for p in self.reward_model.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.args.reward_learning_rate)
+
+    def _rl_config(self):
+        a = self.args
+        cls = self.rl_trainer_cls.default_config_cls
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {}
+        for f in dataclasses.fields(a):
+            if f.name not in names:
+                continue
+            value = getattr(a, f.name)
+            if value is None and f.name not in _NONE_IS_A_SETTING:
+                continue
+            values[f.name] = value
+        values["num_turns"] = 1
+        if "num_agents" in names:
+            values["num_agents"] = self.num_agents
+        if "collaboration_mode" in names:
+            values.pop("collaboration_mode")
+        values.pop("output_dir", None)
+        return cls(**values)
+
+    def _build_rl_trainer(self, metrics_callback, critics):
+        cls = self.rl_trainer_cls
+        kwargs: dict[str, Any] = dict(
+            agents=list(self.agents),
+            num_agents=self.num_agents,
+            tokenizer=list(self.tokenizers),
+            model_config=self.model_config,
+            train_dataset=self.train_dataset,
+            reward_func=self.rm_reward,
+            formatters=list(self.formatters),
+            args=self._rl_config(),
+            metrics_callback=metrics_callback,
+        )
+        if self._critic_source is not None:
+            kwargs["critic_model"] = self._critic_source
+        if critics is not None:
+            kwargs["critics"] = critics
+        accepted = inspect.signature(cls.__init__).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+        dropped = [k for k in ("critic_model", "critics") if k in kwargs and k not in accepted]
+        if dropped and not takes_any:
+            raise ValueError(f"rl_algorithm={self.args.rl_algorithm!r} takes no {dropped[0]}.")
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted or takes_any}
+        trainer = cls(**kwargs)
+        trainer.verbose = False
+        return trainer
+
+    # ------------------------------------------------------------------ reward model
+    def pair_texts(self, pairs) -> tuple[list[str], list[str]]:
+        """Joint winner and loser texts of ``pairs`` (the reward model's inputs)."""
+        winners = [format_joint_text(p.prompts, p.winner_completions) for p in pairs]
+        losers = [format_joint_text(p.prompts, p.loser_completions) for p in pairs]
+        return winners, losers
+
+    def fit_reward_model(self, pairs) -> dict[str, float]:
+        """Bradley-Terry training on ``pairs``; metrics are logged every epoch."""
+        a = self.args
+        winners, losers = self.pair_texts(pairs)
+        metrics = train_reward_model(
+            self.reward_model,
+            self.reward_tokenizer,
+            self.reward_optimizer,
+            winners,
+            losers,
+            epochs=a.reward_num_train_epochs,
+            batch_size=a.reward_train_batch_size,
+            max_length=a.reward_max_length,
+            rng=self.rm_rng,
+            log=self.log_metrics,
+        )
+        self.reward_model_trained = True
+        self.reward_model_metrics = metrics
+        return metrics
+
+    def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
+        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``."""
+        n = len(completions_per_actor[0])
+        texts = [
+            format_joint_text(
+                [p[j] for p in prompts_per_actor], [c[j] for c in completions_per_actor]
+            )
+            for j in range(n)
+        ]
+        return score_texts(
+            self.reward_model, self.reward_tokenizer, texts, self.args.reward_max_length
+        )
+
+    # ------------------------------------------------------------------ the RL phase
+    def rl_units(self) -> list[tuple[str, int]]:
+        """One unit per rollout batch of the dataset, then the end-of-epoch drain."""
+        size = max(1, self.rl_trainer.items_per_batch())
+        total = len(self.get_train_dataloader())
+        return [("batch", s) for s in range(0, total, size)] + [("end_epoch", total)]
+
+    def run_rl_unit(self, unit: tuple[str, int]) -> None:
+        """Run one RL batch (or the end-of-epoch drain) on the RL trainer, sharing this
+        trainer's logger and ``env_step``."""
+        kind, start = unit
+        inner = self.rl_trainer
+        inner.logger = self._ensure_logger()
+        inner.env_step = self.env_step
+        inner.epoch = self.epoch
+        try:
+            if kind == "batch":
+                data = self.get_train_dataloader()
+                size = max(1, inner.items_per_batch())
+                items = [data[i] for i in range(start, min(start + size, len(data)))]
+                inner._train_batch(items, self.generation_kwargs)
+                self._last_reward_mean = getattr(inner, "_last_reward_mean", None)
+            else:
+                inner._end_epoch()
+        finally:
+            self.env_step = inner.env_step
+
+    # ------------------------------------------------------------------ resumable state
+    def trainable_models(self) -> dict[str, Any]:
+        models = dict(self.rl_trainer.trainable_models())
+        models["reward_model"] = self.reward_model
+        return models
+
+    def checkpoint_tokenizers(self) -> dict[str, Any]:
+        tokenizers = dict(self.rl_trainer.checkpoint_tokenizers())
+        tokenizers["reward_model"] = self.reward_tokenizer
+        return tokenizers
+
+    def optimizers_list(self) -> list:
+        return list(self.rl_trainer.optimizers_list()) + [self.reward_optimizer]
+
+    def _rlhf_state(self) -> dict[str, Any]:
+        rng = self.rm_rng.getstate()
+        return {
+            "reward_model_trained": self.reward_model_trained,
+            "reward_model_metrics": dict(self.reward_model_metrics),
+            "rm_rng": [rng[0], list(rng[1]), rng[2]],
+            "rl": self.rl_trainer._family_state_dict(),
+            "rl_env_step": self.rl_trainer.env_step,
+        }
+
+    def _load_rlhf_state(self, state: dict[str, Any]) -> None:
+        self.reward_model_trained = bool(state["reward_model_trained"])
+        self.reward_model_metrics = dict(state["reward_model_metrics"])
+        rng = state["rm_rng"]
+        self.rm_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+        self.rl_trainer._load_family_state_dict(state["rl"])
+        self.rl_trainer.env_step = int(state["rl_env_step"])
+
+
+class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
+    """Multi-agent RLHF (CoMLRL-compatible constructor and methods).
+
+    Phases: (1) preference pairs from the initial policy, ranked by the task reward, as in
+    MADPO; (2) a :class:`JointRewardModel` trained on them with a Bradley-Terry loss
+    (``reward_model/loss``, ``reward_model/accuracy`` logged); (3) ``num_train_epochs`` epochs of
+    ``rl_algorithm`` with the reward model as the reward. Evaluation uses the task reward.
+
+    Extra arguments: ``metrics_callback`` (passed to actor-critic RL trainers), ``critic_model``
+    and ``critics`` (critics for iac/maac).
+
+    Attributes:
+        reward_model: the joint reward model; ``reward_tokenizer`` its tokenizer.
+        rl_trainer: the RL trainer that updates the agents.
+        preference_pairs: the pairs of phase (1).
+    """
+
+    algorithm_name = "MARLHF"
+    default_config_cls = MARLHFConfig
+    checkpoint_kind = "marlhf"
+
+    def __init__(
+        self,
+        agent_model=None,
+        agents=None,
+        num_agents: int | None = 2,
+        tokenizer=None,
+        model_config=None,
+        train_dataset=None,
+        eval_dataset=None,
+        dataset_type=None,
+        reward_func=None,
+        reward_processor=None,
+        formatters=None,
+        external_transition=None,
+        wandb_config=None,
+        eval_logger=None,
+        eval_aggregator=None,
+        args=None,
+        metrics_callback=None,
+        critic_model=None,
+        critics=None,
+        *,
+        centralized_comparator_adapter=None,
+        model=None,
+    ):
+        self._rlhf_inputs = dict(critic_model=critic_model, critics=critics)
+        super().__init__(
+            agent_model=agent_model,
+            agents=agents,
+            num_agents=num_agents,
+            tokenizer=tokenizer,
+            model_config=model_config,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            dataset_type=dataset_type,
+            reward_func=reward_func,
+            reward_processor=reward_processor,
+            formatters=formatters,
+            external_transition=external_transition,
+            wandb_config=wandb_config,
+            eval_logger=eval_logger,
+            eval_aggregator=eval_aggregator,
+            args=args,
+            centralized_comparator_adapter=centralized_comparator_adapter,
+            model=model,
+        )
+        self._init_rlhf(metrics_callback=metrics_callback, critics=critics)
+        self.preference_pairs: list[PreferencePair] | None = None
+        self.num_preference_pairs = 0
+        self.pairs_sampled = False
+
+    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
+        super()._validate_before_loading(
+            args, agent_model=agent_model, agents=agents, num_agents=num_agents
+        )
+        self._validate_rlhf_inputs(
+            args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
+        )
+
+    def run_config(self) -> dict[str, Any]:
+        cfg = super().run_config()
+        cfg["rl_algorithm"] = self.args.rl_algorithm
+        return cfg
+
+    def _prepare_stage(self, stage: int) -> bool:
+        if self.pairs_sampled:
+            return False
+        params = self.sampling_params(self.generation_kwargs)
+        pairs, stats = self.build_policy_pairs(list(self.get_train_dataloader()), params)
+        self.log_metrics(stats)
+        self.preference_pairs = pairs
+        self.num_preference_pairs = len(pairs)
+        self.pairs_sampled = True
+        if not pairs:
+            self._warn_no_pairs()
+            return True
+        self.fit_reward_model(pairs)
+        return True
+
+    def _stage_units(self, stage: int):
+        if not self.reward_model_trained:
+            return []
+        return self.rl_units()
+
+    def _run_unit(self, unit) -> None:
+        self.run_rl_unit(unit)
+
+    def _unit_trains(self, unit) -> bool:
+        return unit[0] == "batch"
+
+    def _family_state_dict(self) -> dict[str, Any]:
+        state = super()._family_state_dict()
+        state.update(self._rlhf_state())
+        state["num_preference_pairs"] = self.num_preference_pairs
+        state["pairs_sampled"] = self.pairs_sampled
+        return state
+
+    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+        super()._load_family_state_dict(state)
+        self._load_rlhf_state(state)
+        self.num_preference_pairs = int(state["num_preference_pairs"])
+        self.pairs_sampled = bool(state["pairs_sampled"])

@@ -1,0 +1,225 @@
+"""The joint reward model of MARLHF: a transformer backbone with a scalar head, trained on
+preference pairs with a Bradley-Terry loss.
+
+The backbone is the base transformer without its LM head, so no vocabulary logits are computed;
+the score is read from the last-layer hidden state of the last real token. Winner and loser texts
+of a batch go through one padded forward.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from comlrl.core.models import model_load_kwargs
+
+JOINT_HEADER = "Joint multi-agent response"
+
+
+def format_joint_text(prompts: Sequence[str], completions: Sequence[str]) -> str:
+    """The reward model's input: a header, then every agent's prompt and response.
+
+    Agents are numbered from 1 in this text (the CoMLRL layout, kept so reward models trained
+    with it score the same input).
+    """
+    blocks = [JOINT_HEADER]
+    for i, (prompt, completion) in enumerate(zip(prompts, completions), start=1):
+        blocks.append(f"Agent {i} prompt:\n{prompt}")
+        blocks.append(f"Agent {i} response:\n{completion}")
+    return "\n\n".join(blocks)
+
+
+def _hidden_size(config: Any) -> int:
+    for name in ("hidden_size", "n_embd", "d_model"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        "reward model backbone config has no hidden_size, n_embd or d_model; pass a transformer "
+        "whose config declares one."
+    )
+
+
+def backbone_of(model: Any) -> Any:
+    """The base transformer of a causal LM (its ``base_model``), or the model itself."""
+    base = getattr(model, "base_model", None)
+    return base if isinstance(base, torch.nn.Module) else model
+
+
+class JointRewardModel(torch.nn.Module):
+    """A scalar score for a joint multi-agent response.
+
+    Args:
+        backbone: a transformer returning ``last_hidden_state`` (no LM head).
+        freeze_backbone: train the head only.
+        seed: seed of the head's initialization (None: the global random stream).
+    """
+
+    def __init__(
+        self, backbone: torch.nn.Module, freeze_backbone: bool = False, seed: int | None = None
+    ):
+        super().__init__()
+        self.backbone = backbone
+        self.config = backbone.config
+        # A seeded head makes the initial reward model a function of the config alone (resumed
+        # runs re-create the same one) and leaves the global random stream untouched.
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            self.score_head = torch.nn.Linear(_hidden_size(backbone.config), 1)
+        param = next(backbone.parameters())
+        self.score_head.to(device=param.device, dtype=param.dtype)
+        self.freeze_backbone = freeze_backbone
+        if freeze_backbone:
+            for p in self.backbone.parameters():
+                p.requires_grad_(False)
+
+    @classmethod
+    def from_source(
+        cls,
+        source: Any,
+        model_config: dict | None = None,
+        freeze_backbone: bool = False,
+        seed: int | None = None,
+    ) -> JointRewardModel:
+        """Build from a hub id / local dir (loaded without its LM head) or a causal-LM object
+        (its base transformer is deep-copied, so the agent is not touched)."""
+        if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+            from transformers import AutoModel
+
+            backbone = AutoModel.from_pretrained(str(source), **model_load_kwargs(model_config))
+        else:
+            backbone = copy.deepcopy(backbone_of(source))
+        return cls(backbone, freeze_backbone=freeze_backbone, seed=seed)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the head lives."""
+        return self.score_head.weight.device
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """One score per row, read at the last position whose attention mask is 1."""
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        hidden = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=False,
+        ).last_hidden_state
+        width = attention_mask.shape[1]
+        idx = torch.arange(width, device=attention_mask.device)
+        last = (attention_mask * idx).argmax(-1)
+        pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        return self.score_head(pooled).squeeze(-1).float()
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int | None, device) -> tuple:
+    """Right-padded ids and mask. Over-long texts keep their *end* (left truncation), so the last
+    agent's response is never cut off."""
+    rows = tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+    if max_length is not None:
+        rows = [r[-max_length:] for r in rows]
+    width = max(1, max(len(r) for r in rows))
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def score_texts(
+    model: JointRewardModel,
+    tokenizer,
+    texts: Sequence[str],
+    max_length: int | None,
+    batch: int = 16,
+) -> list[float]:
+    """Scores under ``no_grad`` in eval mode (the previous mode is restored)."""
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    try:
+        with torch.no_grad():
+            for s in range(0, len(texts), batch):
+                ids, mask = encode_texts(tokenizer, texts[s : s + batch], max_length, model.device)
+                out.extend(model(ids, mask).tolist())
+    finally:
+        model.train(was_training)
+    return out
+
+
+def bradley_terry_step(
+    model: JointRewardModel,
+    tokenizer,
+    winners: Sequence[str],
+    losers: Sequence[str],
+    max_length: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loss ``-mean log sigmoid(s_w - s_l)`` and the per-pair margins, winners and losers in one
+    padded forward."""
+    ids, mask = encode_texts(tokenizer, list(winners) + list(losers), max_length, model.device)
+    scores = model(ids, mask)
+    n = len(winners)
+    margins = scores[:n] - scores[n:]
+    return -F.logsigmoid(margins).mean(), margins.detach()
+
+
+def train_reward_model(
+    model: JointRewardModel,
+    tokenizer,
+    optimizer: torch.optim.Optimizer,
+    winners: Sequence[str],
+    losers: Sequence[str],
+    *,
+    epochs: int,
+    batch_size: int,
+    max_length: int | None,
+    rng: random.Random,
+    log=None,
+) -> dict[str, float]:
+    """Bradley-Terry training; ``log(metrics)`` is called after every epoch with the epoch's mean
+    ``reward_model/loss`` and ``reward_model/accuracy``. Returns the last epoch's metrics."""
+    model.train()
+    order = list(range(len(winners)))
+    metrics: dict[str, float] = {}
+    for epoch in range(epochs):
+        rng.shuffle(order)
+        losses, correct = [], 0
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            loss, margins = bradley_terry_step(
+                model, tokenizer, [winners[i] for i in idx], [losers[i] for i in idx], max_length
+            )
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"Non-finite reward-model loss ({loss.item()}).")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item() * len(idx))
+            correct += int((margins > 0).sum())
+        metrics = {
+            "reward_model/loss": sum(losses) / max(1, len(order)),
+            "reward_model/accuracy": correct / max(1, len(order)),
+            "reward_model/epoch": float(epoch + 1),
+        }
+        if log is not None:
+            log(metrics)
+    model.eval()
+    return metrics
+
+
+def pair_accuracy(
+    model: JointRewardModel, tokenizer, winners, losers, max_length: int | None
+) -> float:
+    """Fraction of pairs the model ranks correctly (winner scored strictly higher)."""
+    if not winners:
+        return float("nan")
+    w = score_texts(model, tokenizer, winners, max_length)
+    lo = score_texts(model, tokenizer, losers, max_length)
+    return sum(a > b for a, b in zip(w, lo)) / len(w)

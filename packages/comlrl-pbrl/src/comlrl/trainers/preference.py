@@ -1,0 +1,33 @@
+"""Compatible import path ``comlrl.trainers.preference`` (as in CoMLRL 1.4.3)."""
+
+from comlrl.core.centralized import (
+    CentralizedComparatorAdapter,
+    CentralizedComparatorParseError,
+    TaggedCentralizedComparatorAdapter,
+)
+from comlrl.pbrl import (
+    JointRewardModel,
+    MADPOConfig,
+    MADPOIterConfig,
+    MADPOIterTrainer,
+    MADPOTrainer,
+    MARLHFConfig,
+    MARLHFIterConfig,
+    MARLHFIterTrainer,
+    MARLHFTrainer,
+)
+
+__all__ = [
+    "CentralizedComparatorAdapter",
+    "CentralizedComparatorParseError",
+    "JointRewardModel",
+    "MADPOConfig",
+    "MADPOIterConfig",
+    "MADPOIterTrainer",
+    "MADPOTrainer",
+    "MARLHFConfig",
+    "MARLHFIterConfig",
+    "MARLHFIterTrainer",
+    "MARLHFTrainer",
+    "TaggedCentralizedComparatorAdapter",
+]
