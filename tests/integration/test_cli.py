@@ -68,3 +68,27 @@ def test_bad_override_syntax(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="key=value"):
         main(["train", "--set", "magrpo.num_train_epochs"])
+
+
+@pytest.mark.parametrize("algo", ["iac", "madpo", "centralized_magrpo"])
+def test_any_algorithm_runs_from_the_bare_demo(tmp_path, monkeypatch, algo):
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main(
+            [
+                "train",
+                "--algo",
+                algo,
+                "--set",
+                f"output.run_name={algo}",
+                "--set",
+                "dataset.train_limit=2",
+                "--set",
+                f"{algo}.num_train_epochs=1",
+                "--set",
+                "output.save_final_model=false",
+            ]
+        )
+        == 0
+    )
+    assert read_metrics(tmp_path / "runs" / algo / "metrics.jsonl")

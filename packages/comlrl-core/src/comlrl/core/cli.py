@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import inspect
 import os
 import sys
 
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
 from comlrl.core.launch import DEFAULT_RUN, locate_resume, run_training
-from comlrl.core.registry import available_algorithms, available_tasks, load_task
+from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
 
 _EPILOG = """examples:
   comlrl train                                  # two tiny agents, length-ratio task, MAGRPO
@@ -75,15 +77,34 @@ def _compose_run(base: dict, args: argparse.Namespace) -> dict:
             run = {k: v for k, v in run.items() if k != "magrpo"}
         run = deep_merge(run, user)
     if args.algo:
-        algo = args.algo.lower()
-        if algo != str(run.get("algorithm", "magrpo")).lower():
-            section = run.get(str(run.get("algorithm", "magrpo")).lower())
-            run = {k: v for k, v in run.items() if k != str(run.get("algorithm")).lower()}
-            run[algo] = section or {}
-        run["algorithm"] = algo
+        run = _switch_algorithm(run, args.algo.lower())
     if args.task:
         run["task"] = {"name": args.task, "options": {}}
     return apply_overrides(run, args.overrides)
+
+
+def _switch_algorithm(run: dict, algo: str) -> dict:
+    """Point ``run`` at ``algo``: the current algorithm section moves over, keeping only the
+    fields the new config has (e.g. MAGRPO's ``num_generations`` means nothing to MADPO). An
+    actor-critic algorithm picked for the tiny demo agents gets a tiny critic too."""
+    current = str(run.get("algorithm", "magrpo")).lower()
+    if algo != current:
+        trainer_cls = load_algorithm(algo)
+        fields = {f.name for f in dataclasses.fields(trainer_cls.default_config_cls)}
+        section = dict(run.pop(current, None) or {})
+        run[algo] = {k: v for k, v in section.items() if k in fields}
+        accepts = inspect.signature(trainer_cls.__init__).parameters
+        agent = run.get("agent_model") or {}
+        tiny_agents = isinstance(agent, dict) and str(agent.get("name", "")).startswith("tiny")
+        if (
+            "critic_model" in accepts
+            and tiny_agents
+            and not run.get("critic_model")
+            and not run.get("critics")
+        ):
+            run["critic_model"] = {"name": agent["name"]}
+    run["algorithm"] = algo
+    return run
 
 
 def _train(args: argparse.Namespace) -> int:
