@@ -142,7 +142,9 @@ def test_cli_algo_flag_trains_maac(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "m" / "agents" / "critic" / "value_head.pt").exists()
 
 
-def test_cli_iac_without_a_critic_says_what_to_set(tmp_path, monkeypatch):
+def test_cli_iac_without_a_critic_says_what_to_set(tmp_path, monkeypatch, tiny_dir):
+    # The tiny demo gets a tiny critic automatically; a real agent model needs one named.
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="critics must be provided"):
-        cli_main(["train", "--algo", "iac", "--set", "output.run_name=x"])
+        cli_main(["train", "--algo", "iac", "--set", "output.run_name=x",
+                  "--set", f"agent_model.name={tiny_dir}"])

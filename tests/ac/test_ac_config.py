@@ -75,6 +75,11 @@ COMMON = {
     "reward_call_mode": (st.sampled_from(["auto", "batch", "per_sample"]), st.just("parallel")),
     "nonfinite_loss": (st.sampled_from(["raise", "skip"]), st.just("zero")),
     "eval_greedy": (st.booleans(), bad_bool),
+    "distributed_mode": (
+        st.sampled_from(["auto", "single", "ddp", " DDP "]),
+        st.sampled_from(["fsdp", "", None, 2]),
+    ),
+    "item_seeded_sampling": (st.booleans(), bad_bool),
 }
 IAC_ONLY = {
     "use_separate_critic": (st.booleans(), bad_bool),

@@ -9,15 +9,24 @@ import torch.multiprocessing as mp
 
 from comlrl.core.distributed import (
     DistributedContext,
+    IndexedWorkers,
     TorchrunScheduler,
     all_reduce_gradients,
+    current_worker,
+    item_seed,
+    per_rank_config,
     reduce_metrics,
     resolve_mode,
     shard_range,
 )
 
-FULL = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29500"}
+FULL = {
+    "RANK": "0",
+    "WORLD_SIZE": "2",
+    "LOCAL_RANK": "0",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+}
 
 
 def test_auto_mode_from_environment():
@@ -43,8 +52,9 @@ def test_incomplete_environment_is_named():
 
 @pytest.mark.parametrize("count, world", [(8, 2), (7, 2), (3, 4), (10, 3)])
 def test_shards_partition_the_batch(count, world):
-    slices = [shard_range(5, count, DistributedContext(rank=r, world_size=world))
-              for r in range(world)]
+    slices = [
+        shard_range(5, count, DistributedContext(rank=r, world_size=world)) for r in range(world)
+    ]
     covered = [i for b, e in slices for i in range(b, e)]
     assert covered == list(range(5, 5 + count))
     sizes = [e - b for b, e in slices]
@@ -58,8 +68,13 @@ def _free_port():
 
 
 def _worker(rank, world, port, out):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     ctx = DistributedContext(rank=rank, world_size=world, backend="gloo")
     lin = torch.nn.Linear(3, 2)
@@ -67,9 +82,21 @@ def _worker(rank, world, port, out):
     torch.nn.init.constant_(lin.bias, 0.0)
     x = torch.full((1, 3), float(rank + 1))
     lin(x).sum().backward()
-    all_reduce_gradients(list(lin.parameters()), ctx, weight=1.0 / world)
+    # one parameter has a gradient on rank 0 only, another on no rank at all
+    partial = torch.nn.Parameter(torch.zeros(2))
+    unused = torch.nn.Parameter(torch.zeros(2))
+    if rank == 0:
+        partial.grad = torch.full((2,), 4.0)
+    group = torch.distributed.new_group()  # as an agent worker's own group would be
+    all_reduce_gradients([*lin.parameters(), partial, unused], ctx, weight=1.0 / world, group=group)
     metrics = reduce_metrics({"a": float(rank), "b": 2.0}, ctx)
-    out[rank] = (lin.weight.grad.clone(), lin.bias.grad.clone(), metrics)
+    out[rank] = (
+        lin.weight.grad.clone(),
+        lin.bias.grad.clone(),
+        metrics,
+        partial.grad.clone(),
+        unused.grad is None,
+    )
     torch.distributed.destroy_process_group()
 
 
@@ -78,9 +105,133 @@ def test_gradients_and_metrics_are_averaged_over_ranks():
     manager = mp.Manager()
     out = manager.dict()
     mp.spawn(_worker, args=(world, _free_port(), out), nprocs=world, join=True)
-    w0, b0, m0 = out[0]
-    w1, b1, m1 = out[1]
+    w0, b0, m0, p0, none0 = out[0]
+    w1, b1, m1, p1, none1 = out[1]
+    assert torch.equal(p0, p1) and torch.equal(p0, torch.full((2,), 2.0))
+    assert none0 and none1  # no gradient anywhere: the optimizer keeps skipping it
     assert torch.equal(w0, w1) and torch.equal(b0, b1)
     assert torch.allclose(w0, torch.full((2, 3), 1.5))  # mean of inputs 1 and 2
     assert torch.allclose(b0, torch.ones(2))
     assert m0 == m1 == {"a": 0.5, "b": 2.0}
+
+
+def _cfg(**kw):
+    from comlrl.reinforce import MAGRPOConfig
+
+    base = dict(num_turns=1, rollout_buffer_size=4, train_batch_size=2)
+    base.update(kw)
+    return MAGRPOConfig(**base)
+
+
+def test_per_rank_config_divides_global_batches():
+    ctx = DistributedContext(rank=1, world_size=2)
+    local = per_rank_config(_cfg(rollout_batch_size=6), ctx)
+    assert (local.rollout_buffer_size, local.train_batch_size, local.rollout_batch_size) == (
+        2,
+        1,
+        3,
+    )
+    single = _cfg()
+    assert per_rank_config(single, DistributedContext()) is single
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(rollout_buffer_size=3, train_batch_size=3), "rollout_buffer_size=3 .* divisible"),
+        (dict(train_batch_size=1), "train_batch_size=1 .* divisible"),
+        (dict(early_termination_threshold=0.5), "early_termination_threshold"),
+        (dict(nonfinite_loss="skip"), "nonfinite_loss='skip'"),
+    ],
+)
+def test_per_rank_config_refuses_what_ranks_cannot_share(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        per_rank_config(_cfg(**overrides), DistributedContext(rank=0, world_size=2))
+
+
+def test_item_seed_depends_only_on_its_parts():
+    assert item_seed(0, 1, 5, 0, 1) == item_seed(0, 1, 5, 0, 1)
+    seeds = {item_seed(0, e, i, 0, a) for e in range(2) for i in range(4) for a in range(2)}
+    assert len(seeds) == 16
+    assert all(0 <= s < 2**63 for s in seeds)
+
+
+def test_indexed_workers_report_their_agent_and_keep_order():
+    workers = IndexedWorkers(3, True)
+    try:
+        seen = workers.map(lambda i, arg: (i, current_worker(), arg), ["a", "b", "c"])
+        again = workers.map(lambda i, arg: current_worker())
+    finally:
+        workers.close()
+    assert seen == [(0, 0, "a"), (1, 1, "b"), (2, 2, "c")]
+    assert again == [0, 1, 2]
+    assert current_worker() is None
+
+
+def test_item_seeded_sampling_does_not_depend_on_the_batch(tmp_path):
+    """An item samples the same completions alone or inside a larger batch (at its global
+    index), which is what lets any rank roll out any shard of a global batch."""
+    from comlrl.core.testing import tiny_pair
+    from comlrl.reinforce import MAGRPOTrainer
+
+    m0, tok = tiny_pair(seed=0)
+    items = [{"prompt": "A tale of a cat."}, {"prompt": "The sea at night, in short."}]
+    trainer = MAGRPOTrainer(
+        agents=[m0],
+        num_agents=1,
+        tokenizer=tok,
+        train_dataset=items,
+        reward_func=lambda a: [float(len(x)) for x in a],
+        args=_cfg(
+            item_seeded_sampling=True,
+            max_new_tokens=8,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=None,
+            num_generations=3,
+            output_dir=str(tmp_path / "run"),
+        ),
+    )
+    params = trainer.sampling_params()
+    trainer.epoch = 0
+
+    def ids(batch, offset):
+        trainer._rollout_offset = offset
+        torch.manual_seed(offset + 123)  # the global generator must not matter
+        try:
+            roots = trainer.rollout(batch, 3, params)
+        finally:
+            trainer._rollout_offset = None
+        return [root.samples[0].completion_ids for root in roots]
+
+    both = ids(items, 0)
+    assert ids(items[1:], 1) == both[1:]
+    assert ids(items[:1], 0) == both[:1]
+    trainer.epoch = 1
+    assert ids(items, 0) != both  # another epoch samples afresh
+
+
+@pytest.mark.parametrize(
+    "var, name", [("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")]
+)
+def test_sharding_launches_are_refused_by_name(var, name):
+    from comlrl.core.distributed import check_sharding_request, init_context
+
+    check_sharding_request({var: "false"})
+    with pytest.raises(ValueError, match=f"{name} sharding"):
+        init_context("auto", {var: "true"})
+
+
+def test_only_families_on_the_shared_loop_accept_several_processes():
+    from comlrl.ac import IACTrainer, MAACTrainer
+    from comlrl.core.trainer import TrainerBase
+    from comlrl.reinforce import MAGRPOTrainer
+
+    assert MAGRPOTrainer.supports_multi_process()
+    assert IACTrainer.supports_multi_process() and MAACTrainer.supports_multi_process()
+
+    class OwnLoop(TrainerBase):
+        def train(self, *args, **kwargs):
+            return None
+
+    assert not OwnLoop.supports_multi_process()

@@ -3,9 +3,10 @@
 import dataclasses
 
 import pytest
-from comlrl.reinforce import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from comlrl.reinforce import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 
 pos_int = st.integers(1, 1000)
 nonneg_int = st.integers(0, 1000)
@@ -79,6 +80,11 @@ FIELDS = {
     "reward_call_mode": (st.sampled_from(["auto", "batch", "per_sample"]), st.just("parallel")),
     "nonfinite_loss": (st.sampled_from(["raise", "skip"]), st.just("zero")),
     "eval_greedy": (st.booleans(), bad_bool),
+    "distributed_mode": (
+        st.sampled_from(["auto", "single", "ddp", " DDP "]),
+        st.sampled_from(["fsdp", "", None, 2]),
+    ),
+    "item_seeded_sampling": (st.booleans(), bad_bool),
 }
 
 

@@ -19,6 +19,7 @@ from comlrl.core.config.validation import (
     normalize_choice,
 )
 from comlrl.core.devices import normalize_parallel_training, validate_device_spec
+from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 
 CRITIC_TYPES = ("v", "q")
 REWARD_CALL_MODES = ("auto", "batch", "per_sample")
@@ -70,6 +71,9 @@ class ActorCriticConfig:
     reward_call_mode: str = "auto"
     nonfinite_loss: str = "raise"
     eval_greedy: bool = False
+    # Multi-process data parallelism (docs/distributed.md).
+    distributed_mode: str = "auto"
+    item_seeded_sampling: bool = False
 
     _family = "Actor-critic"
 
@@ -133,6 +137,10 @@ class ActorCriticConfig:
             "nonfinite_loss", self.nonfinite_loss, NONFINITE_POLICIES
         )
         check_bool("eval_greedy", self.eval_greedy)
+        self.distributed_mode = normalize_choice(
+            "distributed_mode", self.distributed_mode, DISTRIBUTED_MODES
+        )
+        check_bool("item_seeded_sampling", self.item_seeded_sampling)
 
     def _check_devices(self) -> None:
         if self.parallel_training == "mp" and self.agent_devices is None:

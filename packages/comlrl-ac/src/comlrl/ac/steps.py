@@ -68,6 +68,7 @@ class OptimizationSteps:
         )
 
     def _clip_and_step(self, params, opt) -> float:
+        params = self.sync_gradients(params)  # average over ranks (multi-process training)
         params = [p for p in params if p.grad is not None]
         norm = float("nan")
         if params:

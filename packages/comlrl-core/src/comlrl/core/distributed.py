@@ -9,12 +9,16 @@ optimizer step, so all ranks keep identical weights. Only rank 0 logs and saves.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from comlrl.core.devices import AgentWorkers
 
 MODES = ("auto", "single", "ddp")
 _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -75,16 +79,41 @@ def resolve_mode(mode: str = "auto", env: Mapping[str, str] | None = None) -> st
     return "ddp"
 
 
+# Set by `accelerate launch` when its config asks for sharded training.
+_SHARDING_VARS = {
+    "ACCELERATE_USE_FSDP": "FSDP",
+    "ACCELERATE_USE_DEEPSPEED": "DeepSpeed",
+}
+
+
+def check_sharding_request(env: Mapping[str, str] | None = None) -> None:
+    """Refuse a launch that asks for FSDP or DeepSpeed sharding: the trainers replicate every
+    agent on each rank (DDP-style gradient averaging) and do not shard parameters yet, so such a
+    run would silently use far more memory than its config promises."""
+    env = os.environ if env is None else env
+    for var, name in _SHARDING_VARS.items():
+        if str(env.get(var, "")).strip().lower() in ("1", "true", "yes"):
+            raise ValueError(
+                f"The launcher asks for {name} sharding ({var}={env[var]}), which CoMLRL does not "
+                "apply yet: every rank holds full agents. Launch with the DDP config "
+                "(examples/accelerate/ddp.yaml) or torchrun; see docs/distributed.md."
+            )
+
+
 def init_context(mode: str = "auto", env: Mapping[str, str] | None = None) -> DistributedContext:
     """Create (or join) the process group the launcher describes; returns the context."""
     env = os.environ if env is None else env
+    check_sharding_request(env)
     if resolve_mode(mode, env) == "single":
         return local_context()
     rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
     backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local)  # this rank's GPU, for NCCL and for default placement
     if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend=backend, init_method="env://",
-                                             rank=rank, world_size=world)
+        torch.distributed.init_process_group(
+            backend=backend, init_method="env://", rank=rank, world_size=world
+        )
     return DistributedContext(rank=rank, world_size=world, local_rank=local, backend=backend)
 
 
@@ -98,30 +127,75 @@ def shard_range(start: int, count: int, ctx: DistributedContext) -> tuple[int, i
     return begin, begin + base + (1 if ctx.rank < extra else 0)
 
 
-def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter], ctx: DistributedContext,
-                         weight: float = 1.0) -> None:
-    """Sum ``weight * grad`` over ranks, in one flat buffer (a parameter without a gradient on
-    some rank contributes zeros, so every rank ends with the same gradients)."""
+def all_reduce_gradients(
+    parameters: Sequence[torch.nn.Parameter],
+    ctx: DistributedContext,
+    weight: float = 1.0,
+    group: Any = None,
+) -> None:
+    """Sum ``weight * grad`` over ranks, in one flat buffer.
+
+    A parameter that has a gradient on some rank but not on this one contributes zeros, so every
+    rank ends with the same gradients; a parameter without a gradient on every rank keeps
+    ``grad=None`` (the optimizer then skips it, as it would in a single-process run). ``group``
+    is the process group to use (the default group when None).
+    """
     if not ctx.is_distributed:
         return
     params = list(parameters)
     if not params:
         return
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) * weight
-                      for p in params])
-    torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM)
+    device = next((p.grad.device for p in params if p.grad is not None), params[0].device)
+    present = torch.tensor(
+        [p.grad is not None for p in params],
+        dtype=torch.int32,
+        device=device if ctx.backend == "nccl" else "cpu",
+    )
+    torch.distributed.all_reduce(present, op=torch.distributed.ReduceOp.MAX, group=group)
+    params = [p for p, used in zip(params, present.tolist()) if used]
+    if not params:
+        return
+    flat = torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) * weight
+            for p in params
+        ]
+    ).to(device)
+    if ctx.backend == "gloo" and flat.device.type != "cpu":
+        # gloo reduces CPU tensors only (an mp rank may keep agents on GPUs without NCCL).
+        host = flat.cpu()
+        torch.distributed.all_reduce(host, op=torch.distributed.ReduceOp.SUM, group=group)
+        flat = host.to(device)
+    else:
+        torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM, group=group)
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).clone()
+        p.grad = flat[offset : offset + n].view_as(p).to(p.device).clone()
         offset += n
+
+
+def item_seed(*parts: int) -> int:
+    """A 63-bit seed that depends only on ``parts`` (run seed, epoch, global item index, turn,
+    branch, agent...), never on which rank or batch position generates the item."""
+    import hashlib
+
+    text = ",".join(str(int(p)) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") >> 1
+
+
+def _comm_device(ctx: DistributedContext) -> torch.device:
+    """Where small collective tensors live: NCCL reduces GPU tensors only, gloo CPU ones."""
+    if ctx.backend == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def all_reduce_sum(value: float, ctx: DistributedContext) -> float:
     """Sum a number over ranks."""
     if not ctx.is_distributed:
         return float(value)
-    t = torch.tensor([float(value)], dtype=torch.float64)
+    t = torch.tensor([float(value)], dtype=torch.float64, device=_comm_device(ctx))
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
     return float(t.item())
 
@@ -131,7 +205,9 @@ def reduce_metrics(metrics: Mapping[str, float], ctx: DistributedContext) -> dic
     if not ctx.is_distributed:
         return dict(metrics)
     keys = sorted(metrics)
-    t = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
+    t = torch.tensor(
+        [float(metrics[k]) for k in keys], dtype=torch.float64, device=_comm_device(ctx)
+    )
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
     return {k: float(v) / ctx.world_size for k, v in zip(keys, t.tolist())}
 
@@ -179,3 +255,73 @@ class TorchrunScheduler:
     def context(self, mode: str = "auto") -> DistributedContext:
         """Initialise and return the process context."""
         return init_context(mode, self.env)
+
+
+# ---------------------------------------------------------------------- trainer integration
+_SLOT = threading.local()
+
+# Options of the shared loop whose thresholds count samples or items of one global batch; each
+# rank holds 1/world_size of them.
+PER_RANK_FIELDS = ("rollout_buffer_size", "train_batch_size", "rollout_batch_size")
+
+
+def current_worker() -> int | None:
+    """The agent index of the :class:`IndexedWorkers` thread running now (None elsewhere)."""
+    return getattr(_SLOT, "index", None)
+
+
+class IndexedWorkers(AgentWorkers):
+    """:class:`AgentWorkers` that tells code running inside a worker which agent it serves, so
+    collectives of concurrent agents go through per-agent process groups (their order then
+    never depends on thread timing)."""
+
+    def map(self, fn, args=None):
+        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)`` runs."""
+
+        def run(i, arg):
+            previous = current_worker()
+            _SLOT.index = i
+            try:
+                return fn(i, arg)
+            finally:
+                _SLOT.index = previous
+
+        return super().map(run, args)
+
+
+def per_rank_config(args: Any, ctx: DistributedContext) -> Any:
+    """A copy of the config with every global batch threshold divided by the world size.
+
+    Refuses settings under which ranks could take different numbers of optimizer steps (and so
+    issue mismatched collectives): an early-termination threshold (trees of different sizes) and
+    ``nonfinite_loss='skip'`` (one rank skipping a step the others take).
+    """
+    if not ctx.is_distributed:
+        return args
+    if not dataclasses.is_dataclass(args):
+        raise ValueError(
+            f"Multi-process training needs a dataclass config, got {type(args).__name__}."
+        )
+    world = ctx.world_size
+    if getattr(args, "early_termination_threshold", None) is not None:
+        raise ValueError(
+            "early_termination_threshold must be None in multi-process training: trees that stop "
+            "early differ in size between ranks, so ranks would take different numbers of steps."
+        )
+    if getattr(args, "nonfinite_loss", "raise") == "skip":
+        raise ValueError(
+            "nonfinite_loss='skip' is not supported in multi-process training (one rank skipping "
+            "a step the others take would stall the gradient all-reduce); use 'raise'."
+        )
+    changes = {}
+    for name in PER_RANK_FIELDS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if value % world:
+            raise ValueError(
+                f"{name}={value} counts a global batch and must be divisible by the number of "
+                f"processes ({world}); set it to a multiple of {world}."
+            )
+        changes[name] = value // world
+    return dataclasses.replace(args, **changes) if changes else args

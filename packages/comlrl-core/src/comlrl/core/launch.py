@@ -289,14 +289,22 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     task_name, _ = _task_section(run)
     output = run.get("output") or {}
     ckpt = checkpoint_settings(run)
+    from comlrl.core.distributed import barrier, broadcast_object, init_context
+
+    # Under torchrun/accelerate every rank must agree on the run directory (its default name
+    # holds a timestamp), and only rank 0 writes it.
+    dist = init_context("auto")
     if resume:
         run_dir, checkpoint = locate_resume(resume, run)
     else:
         run_dir = os.path.join(output.get("base_dir") or "runs", run_name(run, algo, task_name))
         checkpoint = None
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as fh:
-        yaml.safe_dump(_redacted(run), fh, sort_keys=False)
+    run_dir = broadcast_object(run_dir, dist)
+    if dist.is_main:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as fh:
+            yaml.safe_dump(_redacted(run), fh, sort_keys=False)
+    barrier(dist)
     trainer = build_trainer(run, run_dir)
     trainer.verbose = bool(output.get("verbose", True))
     trainer.train(

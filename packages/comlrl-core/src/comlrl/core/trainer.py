@@ -8,17 +8,34 @@ items, the eval cadence, progress bars, logging, signals and checkpoints.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
+import threading
 import time
+import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
+
 from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
+from comlrl.core.distributed import (
+    DistributedContext,
+    IndexedWorkers,
+    all_reduce_gradients,
+    barrier,
+    current_worker,
+    init_context,
+    item_seed,
+    local_context,
+    per_rank_config,
+    reduce_metrics,
+    shard_range,
+)
 from comlrl.core.logging import MetricLogger
 from comlrl.core.models import (
     add_special_tokens,
@@ -33,6 +50,38 @@ from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams, generate_samples
 from comlrl.core.rollout.tree import TreeSettings, build_trees
+
+# torch.manual_seed is process-wide: item-seeded generation in concurrent agent workers takes
+# turns, so each item's seed governs exactly its own generate call.
+_ITEM_SEED_LOCK = threading.Lock()
+
+
+def main_process_only(method):
+    """Run a saving method on rank 0 only; every rank returns once it is done (a barrier).
+
+    :class:`TrainerBase` applies it to ``save_model`` of every subclass that defines one, so a
+    family's own saving code needs no rank checks. Nested calls (a subclass calling
+    ``super().save_model``) run plainly inside the outer one.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if not self.dist.is_distributed or getattr(self, "_saving_on_main", False):
+            return method(self, *args, **kwargs)
+        result = None
+        try:
+            if self.dist.is_main:
+                self._saving_on_main = True
+                try:
+                    result = method(self, *args, **kwargs)
+                finally:
+                    self._saving_on_main = False
+        finally:
+            barrier(self.dist)
+        return result
+
+    wrapper._main_process_only = True
+    return wrapper
 
 
 class TrainingInterrupted(Exception):
@@ -51,6 +100,16 @@ class TrainerBase:
 
     algorithm_name = "Base"
     default_config_cls: type | None = None
+    # A single process until _init_common joins the launcher's process group.
+    dist: DistributedContext = local_context()
+    _rollout_offset: int | None = None  # global index of the first item of the current shard
+    _level_keys: list | None = None  # per-node keys of the tree level being generated
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("save_model")
+        if own is not None and not getattr(own, "_main_process_only", False):
+            cls.save_model = main_process_only(own)
 
     # ----------------------------------------------------------------- construction helpers
     def _init_common(
@@ -75,6 +134,20 @@ class TrainerBase:
     ) -> None:
         """Validate cheap inputs, then load agents and tokenizers onto their devices."""
         self.args = args if args is not None else self.default_config_cls()
+        # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
+        # config as written; ``args`` holds this rank's share of every global batch threshold.
+        self.global_args = self.args
+        self.dist = init_context(getattr(self.args, "distributed_mode", "auto"))
+        if self.dist.is_distributed and not self.supports_multi_process():
+            raise ValueError(
+                f"{self.algorithm_name} runs its own training loop, which does not shard data or "
+                f"average gradients across processes (WORLD_SIZE={self.dist.world_size}); run it "
+                "in a single process. See docs/distributed.md."
+            )
+        self.args = per_rank_config(self.args, self.dist)
+        self.gradient_sync_hooks: list = []
+        self._rollout_offset: int | None = None
+        self._level_keys: list | None = None
         self.model_config = dict(model_config or {})
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
@@ -121,9 +194,21 @@ class TrainerBase:
         self.agent_devices = plan_devices(
             self.args.parallel_training, self.args.agent_devices, self.num_agents
         )
-        self.workers = AgentWorkers(
-            self.num_agents, uses_parallel_workers(self.args.parallel_training, self.agent_devices)
-        )
+        if (
+            self.dist.is_distributed
+            and self.args.agent_devices is None
+            and torch.cuda.is_available()
+        ):
+            # Each rank trains on its own GPU unless agent_devices places the agents.
+            self.agent_devices = [torch.device("cuda", self.dist.local_rank)] * self.num_agents
+        parallel = uses_parallel_workers(self.args.parallel_training, self.agent_devices)
+        self._worker_groups: list = []
+        if self.dist.is_distributed and parallel and self.num_agents > 1:
+            # One process group per agent worker: concurrent agents reduce independently.
+            self.workers = IndexedWorkers(self.num_agents, True)
+            self._worker_groups = [torch.distributed.new_group() for _ in range(self.num_agents)]
+        else:
+            self.workers = AgentWorkers(self.num_agents, parallel)
         if not load_models:
             return
         self.agents = load_agents(self.sources, self.model_config)
@@ -134,6 +219,38 @@ class TrainerBase:
             model.to(dev)
             sync_generation_ids(model, tok)
         self._shared_agents = len(unique_models(self.agents)) < len(self.agents)
+
+    @classmethod
+    def supports_multi_process(cls) -> bool:
+        """Whether the family trains through the shared loop, which shards global batches across
+        ranks (its optimizer steps must call :meth:`sync_gradients`)."""
+        return cls.train is TrainerBase.train
+
+    @property
+    def is_main_process(self) -> bool:
+        """Whether this process logs, evaluates and saves (rank 0, or the only process)."""
+        return self.dist.is_main
+
+    def sync_gradients(self, parameters) -> list:
+        """Average the gradients of ``parameters`` over ranks (a no-op in one process) and run
+        ``gradient_sync_hooks``; returns the parameters as a list.
+
+        Families call it after the backward passes of an optimizer step and before clipping, so
+        every rank clips and steps with identical gradients and keeps identical weights. Each
+        hook is called as ``hook(trainer, params)`` once the gradients are final (tests use it to
+        compare weights across ranks before every step).
+        """
+        params = list(parameters)
+        dist = self.dist
+        if dist.is_distributed:
+            worker = current_worker()
+            group = (
+                self._worker_groups[worker] if worker is not None and self._worker_groups else None
+            )
+            all_reduce_gradients(params, dist, 1.0 / dist.world_size, group=group)
+        for hook in getattr(self, "gradient_sync_hooks", ()):
+            hook(self, params)
+        return params
 
     @property
     def tokenizer(self):
@@ -160,8 +277,11 @@ class TrainerBase:
         """Each agent samples ``num_samples`` completions for each of its prompts, in one
         batched call per agent (concurrently across devices in mp mode)."""
         budget = getattr(self.args, "generation_batch_size", None)
+        keys = self._level_keys
 
         def run(i: int, prompts: list[str]) -> list[PromptSamples]:
+            if keys is not None:
+                return self._generate_item_seeded(i, prompts, keys, num_samples, params)
             return generate_samples(
                 self.agents[i],
                 self.tokenizers[i],
@@ -172,6 +292,30 @@ class TrainerBase:
             )
 
         return self.workers.map(run, prompts_per_agent)
+
+    def _generate_item_seeded(
+        self,
+        agent: int,
+        prompts: list[str],
+        keys: list[tuple],
+        num_samples: int,
+        params: SamplingParams,
+    ) -> list[PromptSamples]:
+        """One generate call per prompt, seeded from (seed, epoch, node key, agent) only, so the
+        samples do not depend on batch composition or on the rank that rolls the item out."""
+        seed = getattr(self.args, "seed", None) or 0
+        epoch = getattr(self, "epoch", 0)
+        model = self.agents[agent]
+        device = next(model.parameters()).device
+        devices = [device] if device.type == "cuda" else []
+        out = []
+        for prompt, key in zip(prompts, keys):
+            with _ITEM_SEED_LOCK, torch.random.fork_rng(devices=devices):
+                torch.manual_seed(item_seed(seed, epoch, *key, agent))
+                out.extend(
+                    generate_samples(model, self.tokenizers[agent], [prompt], num_samples, params)
+                )
+        return out
 
     def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
         """Joint rewards for a batch of joint actions."""
@@ -198,15 +342,33 @@ class TrainerBase:
             discount=getattr(a, "discount", 1.0),
             external_prompt_passthrough=getattr(a, "external_prompt_passthrough", False),
         )
-        return build_trees(
+        keyed = getattr(a, "item_seeded_sampling", False) and self._rollout_offset is not None
+
+        def generate(prompts, keys=None):
+            self._level_keys = keys
+            try:
+                return self.generate_per_agent(prompts, num_samples, params)
+            finally:
+                self._level_keys = None
+
+        world = self.dist.world_size if self._rollout_offset is not None else 1
+        roots = build_trees(
             items,
             settings,
             self.formatters,
-            lambda prompts: self.generate_per_agent(prompts, num_samples, params),
+            generate,
             self.score,
             self.external_transition,
-            env_step_start=env_step_start,
+            env_step_start=0,
+            item_offset=self._rollout_offset or 0,
+            keyed=keyed,
         )
+        # Ranks advance in lockstep over equal shards, so a node's global env step is its
+        # rank-local count times the world size (identical on every rank; world 1: unchanged).
+        for root in roots:
+            for node in root.walk():
+                node.env_step = env_step_start + node.env_step * world
+        return roots
 
     # --------------------------------------------------------------------- data
     def get_train_dataloader(self):
@@ -240,8 +402,8 @@ class TrainerBase:
         return os.path.join("runs", f"{self.algorithm_name.lower()}-{stamp}-{os.getpid()}")
 
     def run_config(self) -> dict[str, Any]:
-        """The run description logged to W&B."""
-        a = self.args
+        """The run description logged to W&B (the config as written, global batch sizes)."""
+        a = getattr(self, "global_args", self.args)
         keys = (
             "num_turns",
             "advantage_mode",
@@ -270,12 +432,37 @@ class TrainerBase:
                 wandb_config=self.wandb_config,
                 run_config=self.run_config(),
                 default_name=f"test-{self.algorithm_name.lower()}",
+                enabled=self.is_main_process,
             )
         return self.logger
 
-    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Log at ``step`` (default: the current env step)."""
+    def log_metrics(
+        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
+    ) -> None:
+        """Log at ``step`` (default: the current env step).
+
+        In multi-process training every rank must call this at the same points with the same
+        keys: the values are averaged over ranks (``reduce=False``: log this rank's values as
+        they are, which evaluation on rank 0 does) and only rank 0 writes them.
+        """
+        if reduce and self.dist.is_distributed:
+            metrics = self._reduce_metrics(metrics)
         self._ensure_logger().log(metrics, self.env_step if step is None else step)
+
+    def _reduce_metrics(self, metrics: dict[str, Any]) -> dict[str, float]:
+        import zlib
+
+        keys = sorted(metrics)
+        # A checksum of the key set rides along, so ranks logging different keys fail loudly
+        # instead of averaging unrelated numbers.
+        tag = float(zlib.crc32("\n".join(keys).encode()))
+        reduced = reduce_metrics({**metrics, "\x00keys": tag}, self.dist)
+        if reduced.pop("\x00keys") != tag:
+            raise RuntimeError(
+                f"Ranks logged different metric keys at env step {self.env_step} (rank "
+                f"{self.dist.rank}: {keys}); every rank must log the same metrics."
+            )
+        return reduced
 
     def _eval_due(self, start: int, count: int) -> bool:
         every = getattr(self.args, "eval_interval", 0)
@@ -290,7 +477,7 @@ class TrainerBase:
             total=total,
             desc=f"{self.algorithm_name} epoch {epoch + 1}/{self.args.num_train_epochs}",
             unit="item",
-            disable=not getattr(self, "verbose", True),
+            disable=not getattr(self, "verbose", True) or not self.is_main_process,
             dynamic_ncols=True,
         )
 
@@ -357,11 +544,18 @@ class TrainerBase:
         self.last_checkpoint = None
         start_epoch, start_pos = session.restore()
         if session.fresh and getattr(self.args, "seed", None) is not None:
-            seed_everything(self.args.seed)
+            seed_everything(self.args.seed + self.dist.rank)
         with preserved_rng():  # opening W&B must not change the training trajectory
             logger.start_wandb(resume_id=session.wandb_run_id)
-        per_batch = self.items_per_batch()
-        total = len(data)
+        world = self.dist.world_size
+        per_batch = self.items_per_batch() * world
+        total = len(data) - len(data) % world
+        if total < len(data):
+            warnings.warn(
+                f"{len(data) % world} of the {len(data)} training items are dropped from every "
+                f"epoch so that {world} processes get equal shards.",
+                stacklevel=2,
+            )
         self._train_started = time.perf_counter()
         try:
             with self._stop_on_signals():
@@ -373,10 +567,15 @@ class TrainerBase:
                     bar.update(pos)
                     while pos < total:
                         count = min(per_batch, total - pos)
-                        if self._eval_due(pos, count):
+                        if self._eval_due(pos, count) and self.is_main_process:
                             self.evaluate()
-                        items = [data[i] for i in range(pos, pos + count)]
-                        self._train_batch(items, generation_kwargs)
+                        begin, end = shard_range(pos, count, self.dist)
+                        items = [data[i] for i in range(begin, end)]
+                        self._rollout_offset = begin
+                        try:
+                            self._train_batch(items, generation_kwargs)
+                        finally:
+                            self._rollout_offset = None
                         pos += count
                         self.global_batch += 1
                         self.cursor = (epoch, pos)
@@ -398,6 +597,7 @@ class TrainerBase:
         self._training_complete = True
         logger.close(finish_wandb=False)
         self.logger_closed = True
+        barrier(self.dist)  # every rank returns once rank 0's last checkpoint is written
 
     def _stop_after_signal(self, session) -> None:
         """Checkpoint (when a checkpoint_dir is set), close the logs, and report how to resume."""
@@ -443,7 +643,7 @@ class TrainerBase:
             finally:
                 random.setstate(state)
                 np.random.set_state(np_state)
-        self.log_metrics(metrics)
+        self.log_metrics(metrics, reduce=False)
         return metrics
 
     def _evaluate_items(self, items: list[dict]) -> dict[str, float]:
@@ -483,8 +683,10 @@ class TrainerBase:
         return metrics
 
     # --------------------------------------------------------------------- saving
+    @main_process_only
     def save_model(self, output_dir: str) -> None:
-        """Write ``output_dir/agent_{i}/`` (model and tokenizer) for every agent."""
+        """Write ``output_dir/agent_{i}/`` (model and tokenizer) for every agent (rank 0 writes;
+        in multi-process training every rank calls this and returns once the files exist)."""
         for i, (model, tok) in enumerate(zip(self.agents, self.tokenizers)):
             path = os.path.join(output_dir, f"agent_{i}")
             model.save_pretrained(path)

@@ -13,6 +13,7 @@ from comlrl.core.config.validation import (
     normalize_choice,
 )
 from comlrl.core.devices import normalize_parallel_training, validate_device_spec
+from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES, JOINT_MODES
 
 ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
@@ -72,6 +73,9 @@ class MAGRPOConfig:
     reward_call_mode: str = "auto"
     nonfinite_loss: str = "raise"
     eval_greedy: bool = False
+    # Multi-process data parallelism (docs/distributed.md).
+    distributed_mode: str = "auto"
+    item_seeded_sampling: bool = False
 
     def __post_init__(self) -> None:
         check_int("num_train_epochs", self.num_train_epochs, 1)
@@ -142,6 +146,10 @@ class MAGRPOConfig:
             "nonfinite_loss", self.nonfinite_loss, NONFINITE_POLICIES
         )
         check_bool("eval_greedy", self.eval_greedy)
+        self.distributed_mode = normalize_choice(
+            "distributed_mode", self.distributed_mode, DISTRIBUTED_MODES
+        )
+        check_bool("item_seeded_sampling", self.item_seeded_sampling)
 
     def _apply_variant(self) -> None:
         """Presets of the single-agent methods, in their multi-agent form."""

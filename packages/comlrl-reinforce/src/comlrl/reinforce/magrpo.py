@@ -308,6 +308,7 @@ class MAGRPOTrainer(TrainerBase):
             loss.backward()
             total += loss.item()
         norm = float("nan")
+        self.sync_gradients(model.parameters())  # average over ranks (multi-process training)
         params = [p for p in model.parameters() if p.grad is not None]
         if params:
             max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf

@@ -26,6 +26,7 @@ PORTABLE_FIELDS = frozenset(
         "num_train_epochs",
         "num_iterations",
         "parallel_training",
+        "distributed_mode",
         "logging_steps",
         "logging_interval",
         "output_dir",
@@ -158,6 +159,12 @@ def reference_fingerprint(trainer: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _world_size(trainer: Any) -> int:
+    """How many data-parallel processes train together (each holds 1/n of a global batch)."""
+    dist = getattr(trainer, "dist", None)
+    return int(getattr(dist, "world_size", 1))
+
+
 def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
     """The whole fingerprint of a trainer, as plain data."""
     models = trainer.trainable_models()
@@ -168,6 +175,7 @@ def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
         {
             "trainer": f"{type(trainer).__module__}.{type(trainer).__qualname__}",
             "num_agents": getattr(trainer, "num_agents", None),
+            "world_size": _world_size(trainer),
             "config": config_fingerprint(getattr(trainer, "args", None), extra),
             "models": {
                 name: ({"same_as": aliases[name]} if aliases[name] else model_fingerprint(m))

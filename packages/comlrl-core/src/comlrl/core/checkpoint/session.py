@@ -102,6 +102,8 @@ class CheckpointSession:
                 "next to its own checkpoints. Choose another checkpoint_dir."
             )
         self.sequence = max([self.sequence] + [seq for seq, _ in existing])
+        if not getattr(self.trainer, "is_main_process", True):
+            return  # only the saving process cleans up after an unfinished save
         for path in stale_staging(d, self.run_id):
             _log.info("Removing %s, left by a save that did not finish.", path)
             remove_tree(path)
@@ -118,6 +120,17 @@ class CheckpointSession:
         if self.reader is None:
             return 0, 0
         reader = self.reader
+        saved_world = reader.manifest["fingerprint"].get("world_size", 1)
+        world = self.fingerprint()["world_size"]
+        if saved_world != world:
+            raise IncompatibleCheckpointError(
+                reader.path,
+                [
+                    f"world_size: the checkpoint was written by {saved_world} process(es), this "
+                    f"run has {world}; resume with {saved_world} processes (each rank holds "
+                    "1/world_size of every global batch and its buffers)"
+                ],
+            )
         problems = differences(reader.manifest["fingerprint"], self.fingerprint())
         problems += self._cursor_problems(reader)
         if not problems:

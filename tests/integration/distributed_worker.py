@@ -1,0 +1,207 @@
+"""The per-rank program of tests/integration/test_distributed_run.py.
+
+``python -m torch.distributed.run --nproc_per_node 2 distributed_worker.py OUT`` trains, in one
+launch (process start-up is the expensive part): MAGRPO for two epochs, MAGRPO for one epoch and
+then resumed to two, and IAC for one epoch. Every rank records a digest of the weights and the
+reduced gradients at every optimizer step (through ``gradient_sync_hooks``), its own metrics
+before the cross-rank mean, and the digests of its final weights, into ``OUT/rank{r}.json``.
+Rank 0 also saves the final weights for the comparison with a single-process run.
+
+The builders below are shared with the test, which runs the same configurations in one process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+from comlrl.core.testing import tiny_pair
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PROMPTS = [
+    {"prompt": f"Write a story about {t}."} for t in ("a cat", "the sea", "a robot", "winter")
+]
+
+
+def length_reward(a, b):
+    """Depends on the sampled lengths, so advantages are non-zero."""
+    return [float(len(y) - len(x)) / 10.0 for x, y in zip(a, b)]
+
+
+COMMON = dict(
+    num_generations=2,
+    max_new_tokens=6,
+    num_turns=1,
+    temperature=1.0,
+    top_p=1.0,
+    top_k=None,
+    agent_learning_rate=1e-4,
+    logging_steps=1,
+    eval_interval=0,
+    seed=0,
+    item_seeded_sampling=True,
+)
+
+
+def build_magrpo(output_dir: str, epochs: int, **extra):
+    """Two tiny agents; a global rollout buffer of 2 items, so 2 optimizer steps per epoch."""
+    from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    args = MAGRPOConfig(
+        num_train_epochs=epochs, rollout_buffer_size=2, output_dir=output_dir, **COMMON, **extra
+    )
+    return MAGRPOTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=length_reward,
+        args=args,
+    )
+
+
+def build_iac(output_dir: str, epochs: int = 1):
+    """IAC with separate critics; a global buffer of 4 samples (2 items x 2 generations).
+    Buffer-level advantage normalization is off: its statistics are per rank."""
+    from comlrl.ac import IACConfig, IACTrainer
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    critics = [tiny_pair(seed=2)[0], tiny_pair(seed=3)[0]]
+    args = IACConfig(
+        num_train_epochs=epochs,
+        rollout_buffer_size=4,
+        advantage_normalization=False,
+        use_separate_critic=True,
+        output_dir=output_dir,
+        **COMMON,
+    )
+    return IACTrainer(
+        agents=[m0, m1],
+        critics=critics,
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=length_reward,
+        args=args,
+    )
+
+
+def digest(tensors) -> str:
+    """SHA-256 over the bytes of ``tensors``, in order."""
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def step_recorder(log: list[str]):
+    """A gradient-sync hook: the digest of the weights and reduced gradients before each step."""
+
+    def hook(trainer, params):
+        log.append(digest([p for p in params] + [p.grad for p in params if p.grad is not None]))
+
+    return hook
+
+
+def instrument(trainer) -> dict:
+    """Record step digests and this rank's metrics before the cross-rank mean."""
+    record: dict = {"steps": [], "local_metrics": []}
+    trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    reduce = trainer._reduce_metrics
+
+    def recording_reduce(metrics):
+        record["local_metrics"].append(dict(metrics))
+        return reduce(metrics)
+
+    trainer._reduce_metrics = recording_reduce
+    return record
+
+
+def final_state(trainer, models) -> dict[str, torch.Tensor]:
+    """Every trainable model's tensors under ``name.tensor`` keys."""
+    return {
+        f"{name}.{key}": value.detach().cpu().clone()
+        for name, model in models.items()
+        for key, value in model.state_dict().items()
+    }
+
+
+def main(out: str) -> None:
+    rank = int(os.environ["RANK"])
+    result: dict = {}
+
+    trainer = build_magrpo(os.path.join(out, "magrpo_full"), epochs=2)
+    record = instrument(trainer)
+    trainer.train(checkpoint_dir=os.path.join(out, "magrpo_full_ckpt"))
+    record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
+    record["world_size"] = trainer.dist.world_size
+    result["magrpo"] = record
+    state = final_state(trainer, trainer.trainable_models())
+    if rank == 0:
+        torch.save(state, os.path.join(out, "magrpo_final.pt"))
+
+    part_dir, part_ckpt = os.path.join(out, "magrpo_part"), os.path.join(out, "magrpo_part_ckpt")
+    build_magrpo(part_dir, epochs=1).train(checkpoint_dir=part_ckpt)
+    trainer = build_magrpo(part_dir, epochs=2)
+    record = instrument(trainer)
+    trainer.train(resume_from_checkpoint="latest", checkpoint_dir=part_ckpt)
+    record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
+    result["resumed"] = record
+
+    # mp placement inside each rank: two "devices" ("cpu" and "cpu:0" are distinct names), so
+    # each agent runs on its own persistent worker and reduces through its own process group.
+    trainer = build_magrpo(
+        os.path.join(out, "magrpo_mp"),
+        epochs=2,
+        parallel_training="mp",
+        agent_devices=["cpu", "cpu:0"],
+    )
+    record = instrument(trainer)
+    trainer.train()
+    record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
+    record["worker_groups"] = len(trainer._worker_groups)
+    result["magrpo_mp"] = record
+
+    trainer = build_iac(os.path.join(out, "iac"))
+    record = instrument(trainer)
+    trainer.train()
+    models = trainer.trainable_models()
+    record["final"] = digest(p for m in models.values() for p in m.state_dict().values())
+    result["iac"] = record
+    if rank == 0:
+        torch.save(final_state(trainer, models), os.path.join(out, "iac_final.pt"))
+
+    # The CLI under the launcher: one run directory (its default name has a timestamp, so the
+    # ranks must agree on it), rank-0-only evaluation, logging and final save.
+    from comlrl.core.cli import main as cli_main
+
+    overrides = {
+        "output.base_dir": os.path.join(out, "cli"),
+        "output.run_name": "null",
+        "dataset.train_limit": 4,
+        "dataset.eval_limit": 2,
+        "magrpo.num_train_epochs": 1,
+        "magrpo.max_new_tokens": 6,
+        "magrpo.num_generations": 2,
+        "magrpo.rollout_buffer_size": 2,
+        "magrpo.eval_interval": 2,
+        "magrpo.eval_num_samples": 2,
+    }
+    argv = ["train", "--config", os.path.join(ROOT, "examples", "length_ratio.yaml")]
+    for key, value in overrides.items():
+        argv += ["--set", f"{key}={value}"]
+    assert cli_main(argv) == 0
+    result["cli_runs"] = sorted(os.listdir(os.path.join(out, "cli")))
+
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
+        json.dump(result, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
