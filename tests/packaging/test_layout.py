@@ -86,3 +86,13 @@ def test_import_contracts_hold():
 )
 def test_compat_modules_import(module):
     __import__(module)
+
+
+def test_every_magrpo_field_is_documented():
+    import dataclasses
+
+    from comlrl.reinforce import MAGRPOConfig
+
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [f.name for f in dataclasses.fields(MAGRPOConfig) if f"`{f.name}`" not in doc]
+    assert missing == []
