@@ -146,5 +146,14 @@ def test_cli_iac_without_a_critic_says_what_to_set(tmp_path, monkeypatch, tiny_d
     # The tiny demo gets a tiny critic automatically; a real agent model needs one named.
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="critics must be provided"):
-        cli_main(["train", "--algo", "iac", "--set", "output.run_name=x",
-                  "--set", f"agent_model.name={tiny_dir}"])
+        cli_main(
+            [
+                "train",
+                "--algo",
+                "iac",
+                "--set",
+                "output.run_name=x",
+                "--set",
+                f"agent_model.name={tiny_dir}",
+            ]
+        )

@@ -80,30 +80,36 @@ def _compose_run(base: dict, args: argparse.Namespace) -> dict:
         run = _switch_algorithm(run, args.algo.lower())
     if args.task:
         run["task"] = {"name": args.task, "options": {}}
-    return apply_overrides(run, args.overrides)
+    return _default_tiny_critic(apply_overrides(run, args.overrides))
 
 
 def _switch_algorithm(run: dict, algo: str) -> dict:
     """Point ``run`` at ``algo``: the current algorithm section moves over, keeping only the
-    fields the new config has (e.g. MAGRPO's ``num_generations`` means nothing to MADPO). An
-    actor-critic algorithm picked for the tiny demo agents gets a tiny critic too."""
+    fields the new config has (e.g. MAGRPO's ``num_generations`` means nothing to MADPO)."""
     current = str(run.get("algorithm", "magrpo")).lower()
     if algo != current:
         trainer_cls = load_algorithm(algo)
         fields = {f.name for f in dataclasses.fields(trainer_cls.default_config_cls)}
         section = dict(run.pop(current, None) or {})
         run[algo] = {k: v for k, v in section.items() if k in fields}
-        accepts = inspect.signature(trainer_cls.__init__).parameters
-        agent = run.get("agent_model") or {}
-        tiny_agents = isinstance(agent, dict) and str(agent.get("name", "")).startswith("tiny")
-        if (
-            "critic_model" in accepts
-            and tiny_agents
-            and not run.get("critic_model")
-            and not run.get("critics")
-        ):
-            run["critic_model"] = {"name": agent["name"]}
     run["algorithm"] = algo
+    return run
+
+
+def _default_tiny_critic(run: dict) -> dict:
+    """An actor-critic algorithm run with the tiny demo agents gets a tiny critic too (real
+    agents need their critic named explicitly)."""
+    algo = str(run.get("algorithm", "magrpo")).lower()
+    if algo == "magrpo" or run.get("critic_model") or run.get("critics"):
+        return run
+    agent = run.get("agent_model") or {}
+    if not (isinstance(agent, dict) and str(agent.get("name", "")).startswith("tiny")):
+        return run
+    section = run.get(algo) or {}
+    accepts = inspect.signature(load_algorithm(algo).__init__).parameters
+    if "critic_model" in accepts and section.get("use_separate_critic", True) is not False:
+        run = dict(run)
+        run["critic_model"] = {"name": agent["name"]}
     return run
 
 
