@@ -58,7 +58,7 @@ def _supports_logits_to_keep(model) -> bool:
     return _forward_takes_logits_to_keep(type(model))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forward_takes_logits_to_keep(model_cls: type) -> bool:
     # Keyed by class: reading a signature costs more than a small model's forward.
     try:
@@ -115,3 +115,137 @@ def micro_batches(lengths: Sequence[int], max_tokens: int | None) -> Iterator[li
         width = new_width
     if group:
         yield group
+
+
+def length_sorted_micro_batches(
+    prompt_lengths: Sequence[int], completion_lengths: Sequence[int], max_tokens: int | None
+) -> list[list[int]]:
+    """Row indices grouped for :func:`completion_logprobs`, with as little padding as possible.
+
+    Rows are ordered by completion then prompt length, and cut into consecutive groups whose
+    padded size as :func:`pack` builds it (``(max prompt + max completion) x rows``) stays
+    within ``max_tokens`` (None: one group). A loss that is a sum over rows is unchanged by the
+    grouping; only the padded work shrinks.
+    """
+    if len(prompt_lengths) != len(completion_lengths):
+        raise ValueError("prompt_lengths and completion_lengths must have the same length.")
+    order = sorted(
+        range(len(prompt_lengths)), key=lambda i: (completion_lengths[i], prompt_lengths[i])
+    )
+    if not max_tokens:
+        return [order] if order else []
+    groups: list[list[int]] = []
+    group: list[int] = []
+    p_max = c_max = 0
+    for i in order:
+        p, c = max(p_max, prompt_lengths[i]), max(c_max, completion_lengths[i], 1)
+        if group and (p + c) * (len(group) + 1) > max_tokens:
+            groups.append(group)
+            group, p, c = [], prompt_lengths[i], max(completion_lengths[i], 1)
+        group.append(i)
+        p_max, c_max = p, c
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _prompt_sharing_ready(model) -> bool:
+    from transformers import PreTrainedModel
+
+    from comlrl.core.rollout.generation import _cache_argument, _forward_takes
+
+    if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
+        return False
+    if model.training and getattr(model, "is_gradient_checkpointing", False):
+        return False  # checkpointed training turns the KV cache off
+    cls = type(model)
+    return _cache_argument(cls) is not None and _forward_takes(cls, "position_ids")
+
+
+def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
+    """:func:`completion_logprobs`, encoding each distinct prompt once.
+
+    Rows that share a prompt (a prompt's K samples) share one prompt forward: the distinct
+    prompts run first with a KV cache, the cache is gathered per row, and the completions run on
+    top of it. The values equal :func:`completion_logprobs` up to float rounding, and gradients
+    flow through both passes. Models that cannot take a cache this way (wrappers, encoder-decoder
+    models, gradient checkpointing in training) and batches without a repeated prompt use
+    :func:`completion_logprobs` itself.
+    """
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError("prompt_ids and completion_ids must have the same length.")
+    keys: dict[tuple[int, ...], int] = {}
+    owner = [keys.setdefault(tuple(p), len(keys)) for p in prompt_ids]
+    c_width = max((len(c) for c in completion_ids), default=0)
+    if len(keys) == len(prompt_ids) or c_width == 0 or not _prompt_sharing_ready(model):
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+    from comlrl.core.rollout.generation import _cache_argument, _returned_cache, left_pad
+
+    device = next(model.parameters()).device
+    ids, mask = left_pad([list(k) for k in keys], pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    keep = {"logits_to_keep": 1} if _supports_logits_to_keep(model) else {}
+    prefix = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
+    cache = _returned_cache(prefix)
+    if cache is None or not hasattr(cache, "batch_select_indices"):
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+    rows = torch.tensor(owner, device=device)
+    cache.batch_select_indices(rows)
+    b = len(completion_ids)
+    comp = torch.full((b, c_width), pad_id, dtype=torch.long)
+    comp_mask = torch.zeros((b, c_width), dtype=torch.float32)
+    for i, c in enumerate(completion_ids):
+        if c:
+            comp[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            comp_mask[i, : len(c)] = 1.0
+    comp, comp_mask = comp.to(device), comp_mask.to(device)
+    attn = torch.cat([mask[rows], comp_mask.long()], dim=1)
+    comp_pos = pos[rows][:, -1:] + 1 + torch.arange(c_width, device=device)[None]
+    out = model(
+        input_ids=comp,
+        attention_mask=attn,
+        position_ids=comp_pos,
+        use_cache=True,
+        **{_cache_argument(type(model)): cache},
+    )
+    # The prompt's last position predicts the first completion token.
+    logits = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
+    return TokenLogprobs(selective_log_softmax(logits, comp), comp_mask)
+
+
+def shared_prompt_micro_batches(
+    prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], max_tokens: int | None
+) -> list[list[int]]:
+    """Row groups for :func:`shared_prompt_logprobs`: rows of one prompt stay together.
+
+    Prompts are visited by their rows' longest completion, rows within a prompt by completion
+    length; groups are cut where ``distinct prompts x longest prompt + rows x longest
+    completion`` (the tokens the two passes run) would exceed ``max_tokens`` (None: one group).
+    """
+    if len(prompt_ids) != len(completion_lengths):
+        raise ValueError("prompt_ids and completion_lengths must have the same length.")
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompt_ids):
+        by_prompt.setdefault(tuple(p), []).append(i)
+    members = sorted(by_prompt.values(), key=lambda g: max(completion_lengths[i] for i in g))
+    order = [i for g in members for i in sorted(g, key=lambda i: completion_lengths[i])]
+    if not max_tokens:
+        return [order] if order else []
+    groups: list[list[int]] = []
+    group: list[int] = []
+    seen: set[tuple[int, ...]] = set()
+    p_max = c_max = 0
+    for i in order:
+        key = tuple(prompt_ids[i])
+        p, c = max(p_max, len(key)), max(c_max, completion_lengths[i], 1)
+        prompts = len(seen | {key})
+        if group and prompts * p + (len(group) + 1) * c > max_tokens:
+            groups.append(group)
+            group, seen, p, c = [], set(), len(key), max(completion_lengths[i], 1)
+        group.append(i)
+        seen.add(key)
+        p_max, c_max = p, c
+    if group:
+        groups.append(group)
+    return groups

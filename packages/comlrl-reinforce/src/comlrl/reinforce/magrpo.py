@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from comlrl.core.devices import plan_devices
-from comlrl.core.logprobs import completion_logprobs, micro_batches
+from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
 from comlrl.core.reference import build_reference_models, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
@@ -118,6 +119,7 @@ class MAGRPOTrainer(TrainerBase):
         self.shuffle_rng = random.Random(a.seed if a.seed is not None else 0)
         self._last_train_log_step = -1
         self._timings = {"generate": 0.0, "reward": 0.0, "update": 0.0}
+        self._evaluating = False
         self._tokens = 0
         self.skipped_nonfinite = 0
         self.logger = None
@@ -136,8 +138,10 @@ class MAGRPOTrainer(TrainerBase):
     def generate_per_agent(self, prompts_per_agent, num_samples, params):
         start = time.perf_counter()
         out = super().generate_per_agent(prompts_per_agent, num_samples, params)
-        self._timings["generate"] += time.perf_counter() - start
-        self._tokens += sum(s.num_tokens for agent in out for s in agent)
+        # timing/* and throughput/tokens_per_s describe training work only, not evaluation
+        if not getattr(self, "_evaluating", False):
+            self._timings["generate"] += time.perf_counter() - start
+            self._tokens += sum(s.num_tokens for agent in out for s in agent)
         return out
 
     def score(self, agent_completions, *, prompts, batch_items):
@@ -145,7 +149,16 @@ class MAGRPOTrainer(TrainerBase):
         try:
             return super().score(agent_completions, prompts=prompts, batch_items=batch_items)
         finally:
-            self._timings["reward"] += time.perf_counter() - start
+            if not getattr(self, "_evaluating", False):
+                self._timings["reward"] += time.perf_counter() - start
+
+    def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
+        """As :meth:`TrainerBase.evaluate`; its sampling is kept out of the training timings."""
+        self._evaluating = True
+        try:
+            return super().evaluate(num_eval_samples)
+        finally:
+            self._evaluating = False
 
     # ------------------------------------------------------------------ one batch
     def _train_batch(self, items: list[dict], generation_kwargs: dict) -> None:
@@ -284,9 +297,12 @@ class MAGRPOTrainer(TrainerBase):
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
-        for idx in micro_batches(lengths, a.logprob_max_tokens):
-            lp = completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad)
+        # A node's K completions share its prompt: each micro-batch encodes a prompt once.
+        groups = shared_prompt_micro_batches(prompts, [len(c) for c in comps], a.logprob_max_tokens)
+        for idx in groups:
+            lp = shared_prompt_logprobs(
+                model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
+            )
             w = torch.tensor(
                 [weights[i] for i in idx], dtype=torch.float32, device=lp.values.device
             )
