@@ -7,9 +7,10 @@ import warnings
 
 import pytest
 import torch
-from comlrl.core.rewards import RewardCaller, RewardError, RewardProcessors, set_reward_range
 from hypothesis import given
 from hypothesis import strategies as st
+
+from comlrl.core.rewards import RewardCaller, RewardError, RewardProcessors, set_reward_range
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from comlrl.core.rewards import RewardProcessors
 from hypothesis import assume, given
 from hypothesis import strategies as st
+
+from comlrl.core.rewards import RewardProcessors
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12)
 

@@ -11,14 +11,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
 from comlrl.core.rewards import (
     RewardError,
     call_reward_function,
     normalize_reward_lengths,
 )
 from comlrl.core.rewards import dispatch as dispatch_module
-from hypothesis import given
-from hypothesis import strategies as st
 
 PROMPTS = ["p0", "p1"]
 ITEMS = [{"id": 0}, {"id": 1}]

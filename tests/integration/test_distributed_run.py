@@ -87,7 +87,7 @@ def test_weights_equal_a_single_process_run(launch, tmp_path, run):
     assert trainer.dist.world_size == 1
     trainer.train()
     mine = worker.final_state(trainer, trainer.trainable_models())
-    theirs = torch.load(out / f"{run}_final.pt")
+    theirs = torch.load(out / f"{run}_final.pt", weights_only=True)
     assert set(mine) == set(theirs)
     worst = max((mine[k] - theirs[k]).abs().max().item() for k in mine)
     assert worst <= 1e-5
