@@ -1,0 +1,1 @@
+"""Throughput and memory benchmarks of the CoMLRL trainers (see benchmarks/README.md)."""

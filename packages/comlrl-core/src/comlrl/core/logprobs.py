@@ -156,8 +156,12 @@ def _prompt_sharing_ready(model) -> bool:
 
     if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
         return False
-    if model.training and getattr(model, "is_gradient_checkpointing", False):
-        return False  # checkpointed training turns the KV cache off
+    # Checkpointed training turns the KV cache off (transformers renamed the flag in v5).
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    if model.training and checkpointing:
+        return False
     cls = type(model)
     return _cache_argument(cls) is not None and _forward_takes(cls, "position_ids")
 
