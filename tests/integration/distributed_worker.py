@@ -1,8 +1,9 @@
 """The per-rank program of tests/integration/test_distributed_run.py.
 
-``python -m torch.distributed.run --nproc_per_node 2 distributed_worker.py OUT`` trains, in one
-launch (process start-up is the expensive part): MAGRPO for two epochs, MAGRPO for one epoch and
-then resumed to two, and IAC for one epoch. Every rank records a digest of the weights and the
+``accelerate launch --multi_gpu --num_processes 2 distributed_worker.py OUT`` (on CPUs this runs
+torch's elastic launcher with the gloo backend) trains, in one launch (process start-up is the
+expensive part): MAGRPO for two epochs, MAGRPO for one epoch and then resumed to two, MAGRPO
+with mp placement, IAC for one epoch, MADPO for two epochs, and the CLI's default run. Every rank records a digest of the weights and the
 reduced gradients at every optimizer step (through ``gradient_sync_hooks``), its own metrics
 before the cross-rank mean, and the digests of its final weights, into ``OUT/rank{r}.json``.
 Rank 0 also saves the final weights for the comparison with a single-process run.
@@ -92,6 +93,34 @@ def build_iac(output_dir: str, epochs: int = 1):
     )
 
 
+def build_madpo(output_dir: str, pairs=None):
+    """MADPO over the 4 prompts (3 candidates, up to 2 pairs each), 4 pairs per update, with
+    reference log-probs; ``pairs`` (records) skips sampling and trains on those pairs."""
+    from comlrl.pbrl import MADPOConfig, MADPOTrainer, PreferencePair
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    args = MADPOConfig(
+        num_train_epochs=2,
+        preference_num_candidates=3,
+        preference_pairs_per_sample=2,
+        train_batch_size=4,
+        reference_free=False,
+        output_dir=output_dir,
+        **{k: v for k, v in COMMON.items() if k not in ("num_generations", "item_seeded_sampling")},
+    )
+    trainer = MADPOTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=length_reward,
+        args=args,
+    )
+    if pairs is not None:
+        trainer.preference_pairs = [PreferencePair.from_record(r) for r in pairs]
+    return trainer
+
+
 def digest(tensors) -> str:
     """SHA-256 over the bytes of ``tensors``, in order."""
     h = hashlib.sha256()
@@ -176,6 +205,19 @@ def main(out: str) -> None:
     result["iac"] = record
     if rank == 0:
         torch.save(final_state(trainer, models), os.path.join(out, "iac_final.pt"))
+
+    # MADPO: each rank samples and scores its half of the prompts, every rank trains on all
+    # the gathered pairs, each update split evenly between the ranks.
+    trainer = build_madpo(os.path.join(out, "madpo"))
+    record = instrument(trainer)
+    trainer.train(checkpoint_dir=os.path.join(out, "madpo_ckpt"))
+    record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
+    record["pairs"] = [p.to_record() for p in trainer.preference_pairs]
+    result["madpo"] = record
+    if rank == 0:
+        torch.save(
+            final_state(trainer, trainer.trainable_models()), os.path.join(out, "madpo_final.pt")
+        )
 
     # The CLI under the launcher: one run directory (its default name has a timestamp, so the
     # ranks must agree on it), rank-0-only evaluation, logging and final save.

@@ -1,4 +1,4 @@
-"""Two CPU processes (torchrun, gloo) train MAGRPO and IAC data-parallel.
+"""Two CPU processes (`accelerate launch`, gloo) train MAGRPO, IAC and MADPO data-parallel.
 
 One launch (``distributed_worker.py``) runs everything the 2-process side needs; this module
 then checks: ranks hold identical weights before every optimizer step and at the end; the final
@@ -42,15 +42,25 @@ def launch(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env["OMP_NUM_THREADS"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes even on a GPU machine
+    # `accelerate launch --multi_gpu` starts torch's elastic launcher; without GPUs the ranks
+    # join a gloo process group (its --cpu path would need MPI for more than one process).
     cmd = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
         "2",
-        "--master_addr",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_ip",
         "127.0.0.1",
-        "--master_port",
+        "--main_process_port",
         str(_free_port()),
         str(HERE / "distributed_worker.py"),
         str(out),
@@ -61,12 +71,15 @@ def launch(tmp_path_factory):
     return out, ranks
 
 
-@pytest.mark.parametrize("run", ["magrpo", "resumed", "iac", "magrpo_mp"])
+@pytest.mark.parametrize("run", ["magrpo", "resumed", "iac", "magrpo_mp", "madpo"])
 def test_ranks_hold_identical_weights_at_every_step(launch, run):
     _, (r0, r1) = launch
     steps = r0[run]["steps"]
-    # 2 agents x 2 steps per epoch (MAGRPO; IAC adds one critic step per actor step)
-    assert len(steps) == {"magrpo": 8, "resumed": 4, "iac": 8, "magrpo_mp": 8}[run]
+    # 2 agents x 2 steps per epoch (MAGRPO; IAC adds one critic step per actor step); MADPO:
+    # 2 agents x 2 epochs x one step per 4 pairs
+    expected = {"magrpo": 8, "resumed": 4, "iac": 8, "magrpo_mp": 8}
+    expected["madpo"] = 2 * 2 * (len(r0["madpo"]["pairs"]) // 4)
+    assert len(steps) == expected[run] > 0
     if run == "magrpo_mp":
         # the agents' workers step concurrently, so their records interleave in any order
         assert sorted(steps) == sorted(r1[run]["steps"])
@@ -126,6 +139,9 @@ def test_metrics_are_the_cross_rank_mean_and_only_rank_0_writes(launch):
             "magrpo_mp",
             "magrpo_part",
             "magrpo_part_ckpt",
+            "madpo",
+            "madpo_ckpt",
+            "madpo_final.pt",
             "rank0.json",
             "rank1.json",
         ]
@@ -179,3 +195,28 @@ def test_mp_placement_inside_each_rank_trains_the_same_agents(launch):
     # step (the two agents' steps interleave in any order)
     assert r0["magrpo_mp"]["final"] == r1["magrpo_mp"]["final"] == r0["magrpo"]["final"]
     assert sorted(r0["magrpo_mp"]["steps"]) == sorted(r0["magrpo"]["steps"])
+
+
+def test_madpo_ranks_share_the_pairs_of_both_shards_and_match_one_process(launch, tmp_path):
+    out, (r0, r1) = launch
+    pairs = r0["madpo"]["pairs"]
+    assert pairs == r1["madpo"]["pairs"]
+    # every prompt was sampled by exactly one rank, and its pairs are in item order
+    prompts = [p["prompts"][0] for p in pairs]
+    assert sorted(set(prompts), key=prompts.index) == [
+        t for t in (worker.PROMPTS[i]["prompt"] for i in range(4)) if t in prompts
+    ]
+    assert len(set(prompts)) >= 3
+    # one process trained on the same pairs (each update not split) ends with the same weights
+    trainer = worker.build_madpo(str(tmp_path / "run"), pairs=pairs)
+    trainer.train()
+    mine = worker.final_state(trainer, trainer.trainable_models())
+    theirs = torch.load(out / "madpo_final.pt", weights_only=True)
+    assert set(mine) == set(theirs)
+    assert max((mine[k] - theirs[k]).abs().max().item() for k in mine) <= 1e-5
+    fresh = worker.tiny_pair(seed=0)[0].state_dict()
+    assert any(not torch.equal(mine[f"agent_0.{k}"], v) for k, v in fresh.items())
+    # rank 0 logged once per update, and checkpointed the run
+    records = read_metrics(out / "madpo" / "metrics.jsonl")
+    assert sum("dpo/loss" in r for r in records) == len(r0["madpo"]["steps"]) // 2
+    assert (out / "madpo_ckpt" / "latest").exists()

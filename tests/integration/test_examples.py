@@ -17,8 +17,16 @@ def _run(monkeypatch, name, *argv):
 
 def test_multi_turn_feedback_example(tmp_path, monkeypatch, tiny_dir):
     out = tmp_path / "mt"
-    _run(monkeypatch, "multi_turn_feedback.py", "--model", tiny_dir, "--epochs", "1",
-         "--out", str(out))
+    _run(
+        monkeypatch,
+        "multi_turn_feedback.py",
+        "--model",
+        tiny_dir,
+        "--epochs",
+        "1",
+        "--out",
+        str(out),
+    )
     recs = read_metrics(out / "metrics.jsonl")
     assert any("turn_2/reward_mean" in r for r in recs)
 
@@ -32,7 +40,20 @@ def test_length_ratio_tutorial(tmp_path, monkeypatch, tiny_dir, capsys):
 
 def test_length_ratio_yaml(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cli_main(["train", "--config", str(ROOT / "examples" / "length_ratio.yaml"),
-                     "--set", "magrpo.num_train_epochs=1", "--set", "dataset.train_limit=4",
-                     "--set", "output.save_final_model=false"]) == 0
+    assert (
+        cli_main(
+            [
+                "train",
+                "--config",
+                str(ROOT / "examples" / "length_ratio.yaml"),
+                "--set",
+                "magrpo.num_train_epochs=1",
+                "--set",
+                "dataset.train_limit=4",
+                "--set",
+                "output.save_final_model=false",
+            ]
+        )
+        == 0
+    )
     assert read_metrics(tmp_path / "runs" / "length_ratio" / "metrics.jsonl")

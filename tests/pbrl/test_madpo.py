@@ -139,13 +139,26 @@ def test_reference_model_name_is_checked_in_init_and_used(tmp_path, tiny_dir):
     assert trainer.preference_pairs and all(p.reference_logps for p in trainer.preference_pairs)
 
 
-def test_multi_process_launch_is_refused_before_loading(tmp_path, monkeypatch):
+def test_multi_process_launch_is_refused_before_loading_by_marlhf(tmp_path, monkeypatch):
+    from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
+
     launcher = dict(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     for key, value in {**launcher, "MASTER_PORT": "29511"}.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(ValueError, match="one process"):
-        MADPOTrainer(
+    with pytest.raises(ValueError, match="only MADPO trains under a multi-process launch"):
+        MARLHFTrainer(
             agent_model=str(tmp_path / "never-loaded"),
             reward_func=ratio_reward,
-            args=MADPOConfig(output_dir=str(tmp_path)),
+            args=MARLHFConfig(output_dir=str(tmp_path)),
         )
+    assert MADPOTrainer.supports_multi_process() and not MARLHFTrainer.supports_multi_process()
+
+
+def test_distributed_mode_single_ignores_the_launcher(tmp_path, monkeypatch):
+    launcher = dict(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    for key, value in {**launcher, "MASTER_PORT": "29512"}.items():
+        monkeypatch.setenv(key, value)
+    trainer = _trainer(tmp_path, distributed_mode="single", num_train_epochs=1)
+    assert trainer.dist.world_size == 1
+    with pytest.raises(ValueError, match="distributed_mode must be one of"):
+        MADPOConfig(distributed_mode="mpi")

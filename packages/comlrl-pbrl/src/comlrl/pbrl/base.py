@@ -26,6 +26,7 @@ from comlrl.core.centralized import (
     check_adapter,
 )
 from comlrl.core.devices import plan_devices
+from comlrl.core.distributed import all_gather_objects, barrier, resolve_mode, shard_range
 from comlrl.core.logprobs import completion_logprobs, micro_batches
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller, RewardError
@@ -47,6 +48,13 @@ class PreferenceTrainerBase(TrainerBase):
     algorithm_name = "Preference"
     default_config_cls: type = MADPOConfig
     checkpoint_kind = "preference"
+    # Whether the family shards its preference data across ranks and averages its gradients.
+    multi_process_ready = False
+
+    @classmethod
+    def supports_multi_process(cls) -> bool:
+        """Whether this trainer may run under a multi-process launch (MADPO)."""
+        return cls.multi_process_ready
 
     def __init__(
         self,
@@ -124,14 +132,16 @@ class PreferenceTrainerBase(TrainerBase):
             actor_args.num_agents = None
         elif agents is not None and agent_model is None:
             num_agents = None
-        from comlrl.core.distributed import resolve_mode
-
-        if resolve_mode("auto") != "single":
+        if (
+            not self.supports_multi_process()
+            and resolve_mode(getattr(args, "distributed_mode", "auto")) != "single"
+        ):
+            # Refused before any model is loaded.
             raise ValueError(
-                f"{self.algorithm_name} runs in one process; multi-process launches "
-                "(accelerate/torchrun, WORLD_SIZE > 1) are not supported by the preference "
-                "trainers. Start it as a plain Python process (mp placement of agents on "
-                "several GPUs works: parallel_training='mp')."
+                f"{self.algorithm_name} runs in one process; of the preference trainers only "
+                "MADPO trains under a multi-process launch (accelerate/torchrun, WORLD_SIZE > 1). "
+                "Start it as a plain Python process (mp placement of agents on several GPUs "
+                "works: parallel_training='mp'), or set distributed_mode='single'."
             )
         self._validate_before_loading(
             args, agent_model=agent_model, agents=agents, num_agents=num_agents
@@ -351,6 +361,35 @@ class PreferenceTrainerBase(TrainerBase):
             stats.update(self.collaboration.stats())
         return pairs, stats
 
+    # ------------------------------------------------------------------ multi-process
+    def rank_share(self, rows: Sequence[Any]) -> list[Any]:
+        """This rank's contiguous share of ``rows`` (all of them in a single process)."""
+        begin, end = shard_range(0, len(rows), self.dist)
+        return list(rows[begin:end])
+
+    def gather_pairs(
+        self, pairs: list[PreferencePair], stats: dict[str, float], num_items: int
+    ) -> tuple[list[PreferencePair], dict[str, float]]:
+        """Every rank's pairs, in rank order (item order, as shards are contiguous), and the
+        pair statistics over all of them; identical on every rank. ``num_items`` is how many
+        items this rank sampled (it weights the means)."""
+        if not self.dist.is_distributed:
+            return pairs, stats
+        parts = all_gather_objects((pairs, stats, num_items), self.dist)
+        merged = [p for part, _, _ in parts for p in part]
+        total_items = sum(n for _, _, n in parts)
+        summed = ("preference/num_pairs", "preference/tied_items")
+        out: dict[str, float] = {}
+        for key in stats:
+            values = [(s[key], n) for _, s, n in parts if n]
+            if key in summed:
+                out[key] = float(sum(v for v, _ in values))
+            elif total_items and values:
+                out[key] = float(sum(v * n for v, n in values) / total_items)
+            else:
+                out[key] = float("nan")
+        return merged, out
+
     # ------------------------------------------------------------------ log-probs
     def sequence_logps(
         self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
@@ -483,7 +522,7 @@ class PreferenceTrainerBase(TrainerBase):
         self._units = None
         start_stage, start_pos = session.restore()
         if session.fresh and self.args.seed is not None:
-            seed_everything(self.args.seed)
+            seed_everything(self.args.seed + self.dist.rank)
         with preserved_rng():  # opening W&B must not change the training trajectory
             logger.start_wandb(resume_id=session.wandb_run_id)
         total = self.num_stages()
@@ -507,7 +546,7 @@ class PreferenceTrainerBase(TrainerBase):
                     for index in range(pos, len(self._units)):
                         unit = self._units[index]
                         trains = self._unit_trains(unit)
-                        if trains and self._eval_due_now():
+                        if trains and self._eval_due_now() and self.is_main_process:
                             self.evaluate()
                         self._run_unit(unit)
                         if trains:
@@ -533,6 +572,7 @@ class PreferenceTrainerBase(TrainerBase):
         self._training_complete = True
         logger.close(finish_wandb=False)
         self.logger_closed = True
+        barrier(self.dist)  # every rank returns once rank 0's last checkpoint is written
 
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, units of the current stage) for checkpoint cursor checks; the unit count is
@@ -547,7 +587,7 @@ class PreferenceTrainerBase(TrainerBase):
             total=total,
             desc=f"{self.algorithm_name} {self._stage_name()} {epoch + 1}/{self.num_stages()}",
             unit="step",
-            disable=not getattr(self, "verbose", True),
+            disable=not getattr(self, "verbose", True) or not self.is_main_process,
             dynamic_ncols=True,
         )
 

@@ -20,6 +20,7 @@ from comlrl.core.config.validation import (
     normalize_choice,
 )
 from comlrl.core.devices import normalize_parallel_training, validate_device_spec
+from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 
 COLLABORATION_MODES = ("decentralized", "centralized")
 COLLABORATION_ALIASES = {
@@ -112,6 +113,8 @@ class MADPOConfig:
     reward_call_mode: str = "auto"
     nonfinite_loss: str = "raise"
     eval_greedy: bool = False
+    # Multi-process data parallelism, MADPO only (docs/distributed.md).
+    distributed_mode: str = "auto"
 
     # Which pair selections this config accepts (the iterative configs add one).
     pair_selections: ClassVar[tuple[str, ...]] = PAIR_SELECTIONS
@@ -194,6 +197,9 @@ class MADPOConfig:
             "nonfinite_loss", self.nonfinite_loss, NONFINITE_POLICIES
         )
         check_bool("eval_greedy", self.eval_greedy)
+        self.distributed_mode = normalize_choice(
+            "distributed_mode", self.distributed_mode, DISTRIBUTED_MODES
+        )
 
     # ------------------------------------------------------------------ preference fields
     def _validate_preference(self) -> None:

@@ -113,6 +113,8 @@ class DPOMixin:
             )
         metrics = out.metrics(a.dpo_beta)
         for i in self._stepping:
+            # Every rank passes all parameters, so the gradient all-reduce lines up.
+            self.sync_gradients(self.agents[i].parameters())
             params = [p for p in self.agents[i].parameters() if p.grad is not None]
             if params:
                 max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf
@@ -126,7 +128,8 @@ class DPOMixin:
         a = self.args
         metrics = self.dpo_update(pairs)
         if a.use_environment_step:
-            self.env_step += a.environment_steps_per_pair * len(pairs)
+            # Each rank trains on an equal share of the update's pairs.
+            self.env_step += a.environment_steps_per_pair * len(pairs) * self.dist.world_size
         else:
             self.env_step += 1
         if metrics is None or not self._should_log(self.env_step):
@@ -151,7 +154,22 @@ class DPOMixin:
         """Batches of pair indices for one DPO epoch."""
         order = self.epoch_order(len(pairs), epoch)
         size = self.args.train_batch_size
-        return [order[s : s + size] for s in range(0, len(order), size)]
+        units = [order[s : s + size] for s in range(0, len(order), size)]
+        world = self.dist.world_size
+        if units and len(units[-1]) % world:
+            # Ranks split every update evenly (train_batch_size is a multiple of the world
+            # size); the last, short update drops its remainder so no rank idles in it.
+            keep = len(units[-1]) - len(units[-1]) % world
+            if epoch == 0:
+                warnings.warn(
+                    f"{len(units[-1]) - keep} of {len(pairs)} preference pairs are left out of "
+                    f"each epoch's last update so that {world} processes get equal shares.",
+                    stacklevel=2,
+                )
+            units[-1] = units[-1][:keep]
+            if not units[-1]:
+                units.pop()
+        return units
 
 
 class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
@@ -170,6 +188,7 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
     algorithm_name = "MADPO"
     default_config_cls = MADPOConfig
     checkpoint_kind = "madpo"
+    multi_process_ready = True
 
     def __init__(
         self,
@@ -220,12 +239,15 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
         if self.preference_pairs is not None:
             return False
         params = self.sampling_params(self.generation_kwargs)
-        items = list(self.get_train_dataloader())
+        # Under a multi-process launch each rank samples and scores its share of the items
+        # (and their reference log-probs); the pairs are then gathered on every rank.
+        items = self.rank_share(list(self.get_train_dataloader()))
         pairs, stats = self.build_policy_pairs(items, params)
-        if not pairs:
-            self._warn_no_pairs()
         if not self.args.reference_free:
             self.attach_reference_logps(pairs)
+        pairs, stats = self.gather_pairs(pairs, stats, len(items))
+        if not pairs:
+            self._warn_no_pairs()
         self.preference_pairs = pairs
         self.log_metrics(stats)
         return True
@@ -234,7 +256,7 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
         return self.dpo_units(self.preference_pairs or [], stage)
 
     def _run_unit(self, unit: list[int]) -> None:
-        self._dpo_unit([self.preference_pairs[i] for i in unit])
+        self._dpo_unit(self.rank_share([self.preference_pairs[i] for i in unit]))
 
     def _family_state_dict(self) -> dict[str, Any]:
         state = super()._family_state_dict()
