@@ -15,6 +15,7 @@ from comlrl.core.distributed import (
     current_worker,
     item_seed,
     per_rank_config,
+    pooled_mean_std,
     reduce_metrics,
     resolve_mode,
     shard_range,
@@ -90,12 +91,17 @@ def _worker(rank, world, port, out):
     group = torch.distributed.new_group()  # as an agent worker's own group would be
     all_reduce_gradients([*lin.parameters(), partial, unused], ctx, weight=1.0 / world, group=group)
     metrics = reduce_metrics({"a": float(rank), "b": 2.0}, ctx)
+    # rank 0 holds [1, 2] of the first group and nothing of the second; rank 1 holds [3, 6]
+    # and [5]: the pooled statistics are those of [1, 2, 3, 6] and [5]
+    shares = [[1.0, 2.0], []] if rank == 0 else [[3.0, 6.0], [5.0]]
+    pooled = pooled_mean_std([torch.tensor(v) for v in shares], ctx, group=group)
     out[rank] = (
         lin.weight.grad.clone(),
         lin.bias.grad.clone(),
         metrics,
         partial.grad.clone(),
         unused.grad is None,
+        pooled,
     )
     torch.distributed.destroy_process_group()
 
@@ -105,8 +111,17 @@ def test_gradients_and_metrics_are_averaged_over_ranks():
     manager = mp.Manager()
     out = manager.dict()
     mp.spawn(_worker, args=(world, _free_port(), out), nprocs=world, join=True)
-    w0, b0, m0, p0, none0 = out[0]
-    w1, b1, m1, p1, none1 = out[1]
+    w0, b0, m0, p0, none0, pooled0 = out[0]
+    w1, b1, m1, p1, none1, pooled1 = out[1]
+    assert pooled0 == pooled1
+    whole = torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64)
+    (mean, std, count), (mean2, std2, count2) = pooled0
+    assert count == 4 and mean == pytest.approx(3.0)
+    assert std == pytest.approx(whole.std(unbiased=False).item(), rel=1e-12)
+    assert (mean2, std2, count2) == (5.0, 0.0, 1)
+    # one process: the same function pools nothing and returns the values' own statistics
+    alone = pooled_mean_std([whole], DistributedContext())
+    assert alone[0][2] == 4 and alone[0][1] == pytest.approx(std, rel=1e-12)
     assert torch.equal(p0, p1) and torch.equal(p0, torch.full((2,), 2.0))
     assert none0 and none1  # no gradient anywhere: the optimizer keeps skipping it
     assert torch.equal(w0, w1) and torch.equal(b0, b1)

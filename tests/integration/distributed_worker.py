@@ -68,8 +68,9 @@ def build_magrpo(output_dir: str, epochs: int, **extra):
 
 
 def build_iac(output_dir: str, epochs: int = 1):
-    """IAC with separate critics; a global buffer of 4 samples (2 items x 2 generations).
-    Buffer-level advantage normalization is off: its statistics are per rank."""
+    """IAC with separate critics; a global buffer of 4 samples (2 items x 2 generations),
+    one actor step per buffer. Buffer-level advantage normalization pools its statistics over
+    the ranks, so it matches one process holding the whole buffer."""
     from comlrl.ac import IACConfig, IACTrainer
 
     m0, tok = tiny_pair(seed=0)
@@ -78,7 +79,7 @@ def build_iac(output_dir: str, epochs: int = 1):
     args = IACConfig(
         num_train_epochs=epochs,
         rollout_buffer_size=4,
-        advantage_normalization=False,
+        advantage_normalization=True,
         use_separate_critic=True,
         output_dir=output_dir,
         **COMMON,

@@ -36,12 +36,18 @@ class OptimizationSteps:
         by_turn: dict[int, list[RolloutSample]] = {}
         for s in samples:
             by_turn.setdefault(s.turn_idx, []).append(s)
+        pooled = None
+        if a.advantage_normalization:
+            # One collective over every turn, whichever turns this rank's share holds.
+            turns = range(1 + max([a.num_turns - 1, *by_turn]))
+            groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
+            pooled = self.pooled_moments(groups)
         batches = []
         for turn in sorted(by_turn):
             group = by_turn[turn]
             advs = [float(s.advantage) for s in group]
             if a.advantage_normalization:
-                advs = normalize_advantages(advs)
+                advs = normalize_advantages(advs, pooled[turn] if pooled else None)
             pairs = list(zip(group, advs))
             rng.shuffle(pairs)
             for start in range(0, len(pairs), a.train_batch_size):

@@ -32,9 +32,20 @@ def reward_to_go(rewards: Sequence[float], discount: float) -> list[float]:
     return out
 
 
-def normalize_advantages(advantages: Sequence[float]) -> list[float]:
-    """Z-score with the population std (floored at 1e-6); a single value is left as is."""
+def normalize_advantages(
+    advantages: Sequence[float], moments: tuple[float, float, int] | None = None
+) -> list[float]:
+    """Z-score with the population std (floored at 1e-6); a single value is left as is.
+
+    ``moments`` (mean, population std, count) replaces the values' own statistics: in a
+    multi-process run they are pooled over every rank's share of the buffer.
+    """
     values = [float(a) for a in advantages]
+    if moments is not None:
+        mean, std, count = moments
+        if count <= 1:
+            return values
+        return [(v - mean) / max(std, STD_FLOOR) for v in values]
     if len(values) <= 1:
         return values
     t = torch.tensor(values, dtype=torch.float64)

@@ -212,6 +212,35 @@ def reduce_metrics(metrics: Mapping[str, float], ctx: DistributedContext) -> dic
     return {k: float(v) / ctx.world_size for k, v in zip(keys, t.tolist())}
 
 
+def pooled_mean_std(
+    groups: Sequence[torch.Tensor], ctx: DistributedContext, group: Any = None
+) -> list[tuple[float, float, int]]:
+    """Mean, population std and count of each group of values, pooled over every rank's share
+    of that group (one collective for all groups; a rank may hold no values of a group).
+
+    Statistics of a buffer that each rank holds a share of (e.g. batch-scope advantage
+    normalization) then equal those of one process holding the whole buffer.
+    """
+    rows = []
+    for values in groups:
+        flat = torch.as_tensor(values).detach().reshape(-1).to("cpu", torch.float64)
+        rows.append(
+            torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+        )
+    moments = torch.stack(rows) if rows else torch.zeros(0, 3, dtype=torch.float64)
+    if ctx.is_distributed:
+        moments = moments.to(_comm_device(ctx))
+        torch.distributed.all_reduce(moments, op=torch.distributed.ReduceOp.SUM, group=group)
+    out = []
+    for count, total, squares in moments.tolist():
+        if count == 0:
+            out.append((0.0, 0.0, 0))
+            continue
+        mean = total / count
+        out.append((mean, max(squares / count - mean * mean, 0.0) ** 0.5, int(count)))
+    return out
+
+
 def broadcast_object(obj: Any, ctx: DistributedContext, src: int = 0) -> Any:
     """Rank ``src``'s ``obj`` on every rank."""
     if not ctx.is_distributed:

@@ -33,6 +33,7 @@ from comlrl.core.distributed import (
     item_seed,
     local_context,
     per_rank_config,
+    pooled_mean_std,
     reduce_metrics,
     shard_range,
 )
@@ -251,6 +252,18 @@ class TrainerBase:
         for hook in getattr(self, "gradient_sync_hooks", ()):
             hook(self, params)
         return params
+
+    def pooled_moments(
+        self, groups: Sequence[torch.Tensor]
+    ) -> list[tuple[float, float, int]] | None:
+        """Mean, population std and count of each group of values over every rank's share of a
+        buffer (None in a single process: the caller's own statistics are then exact). Every
+        rank must call it at the same point with the same number of groups."""
+        if not self.dist.is_distributed:
+            return None
+        worker = current_worker()
+        group = self._worker_groups[worker] if worker is not None and self._worker_groups else None
+        return pooled_mean_std(groups, self.dist, group=group)
 
     @property
     def tokenizer(self):

@@ -41,8 +41,19 @@ def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> to
     return adv
 
 
-def batch_normalize(advantages: torch.Tensor) -> torch.Tensor:
-    """Z-score over a whole update batch (REINFORCE++ style)."""
+def batch_normalize(
+    advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
+) -> torch.Tensor:
+    """Z-score over a whole update batch (REINFORCE++ style).
+
+    ``moments`` (mean, population std, count) replaces the batch's own statistics: in a
+    multi-process run they are pooled over every rank's share of the batch.
+    """
+    if moments is not None:
+        mean, std, count = moments
+        if count <= 1:
+            return advantages - mean
+        return (advantages - mean) / max(std, STD_FLOOR)
     if advantages.numel() <= 1:
         return advantages - advantages.mean()
     return (advantages - advantages.mean()) / advantages.std(unbiased=False).clamp(min=STD_FLOOR)

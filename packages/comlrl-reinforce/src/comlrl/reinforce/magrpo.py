@@ -273,7 +273,9 @@ class MAGRPOTrainer(TrainerBase):
             )
             advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
-            flat = batch_normalize(torch.cat(advs))
+            flat = torch.cat(advs)
+            pooled = self.pooled_moments([flat])
+            flat = batch_normalize(flat, pooled[0] if pooled else None)
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
 
