@@ -38,8 +38,9 @@ class OptimizationSteps:
             by_turn.setdefault(s.turn_idx, []).append(s)
         pooled = None
         if a.advantage_normalization:
-            # One collective over every turn, whichever turns this rank's share holds.
-            turns = range(1 + max([a.num_turns - 1, *by_turn]))
+            # One collective of a fixed shape (every possible turn index), whichever turns
+            # this rank's share holds.
+            turns = range(a.num_turns + 1)
             groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
             pooled = self.pooled_moments(groups)
         batches = []
