@@ -250,3 +250,16 @@ def test_only_families_on_the_shared_loop_accept_several_processes():
             return None
 
     assert not OwnLoop.supports_multi_process()
+
+
+def test_mixed_precision_requests_are_not_silently_ignored():
+    from comlrl.core.distributed import init_context
+
+    with pytest.warns(UserWarning, match="'bf16'.*dtype"):
+        ctx = init_context("auto", {"ACCELERATE_MIXED_PRECISION": "bf16"})
+    assert not ctx.is_distributed
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        init_context("auto", {"ACCELERATE_MIXED_PRECISION": "no"})

@@ -23,6 +23,7 @@ from comlrl.core.checkpoint import IncompatibleCheckpointError
 from comlrl.core.logging.jsonl import read_metrics
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import distributed_worker as worker  # noqa: E402
 
@@ -43,23 +44,14 @@ def launch(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env["OMP_NUM_THREADS"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes even on a GPU machine
-    # `accelerate launch --multi_gpu` starts torch's elastic launcher; without GPUs the ranks
-    # join a gloo process group (its --cpu path would need MPI for more than one process).
+    # The example config: `accelerate launch` starts torch's elastic launcher, and without GPUs
+    # the ranks join a gloo process group.
     cmd = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_ip",
-        "127.0.0.1",
+        "--config_file",
+        str(ROOT / "examples" / "accelerate" / "cpu_gloo.yaml"),
         "--main_process_port",
         str(_free_port()),
         str(HERE / "distributed_worker.py"),

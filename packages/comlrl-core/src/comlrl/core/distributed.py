@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,10 +101,25 @@ def check_sharding_request(env: Mapping[str, str] | None = None) -> None:
             )
 
 
+def check_mixed_precision_request(env: Mapping[str, str] | None = None) -> None:
+    """Warn when the accelerate config asks for mixed precision: CoMLRL trains the agents in the
+    dtype they were loaded in and does not wrap them in autocast."""
+    env = os.environ if env is None else env
+    mode = str(env.get("ACCELERATE_MIXED_PRECISION", "no")).strip().lower()
+    if mode not in ("", "no"):
+        warnings.warn(
+            f"The launcher asks for mixed precision ({mode!r}, ACCELERATE_MIXED_PRECISION), which "
+            "CoMLRL does not apply: agents train in the dtype they were loaded in. Load them in "
+            f"bf16/fp16 through model_config's dtype (e.g. dtype: bfloat16) instead.",
+            stacklevel=3,
+        )
+
+
 def init_context(mode: str = "auto", env: Mapping[str, str] | None = None) -> DistributedContext:
     """Create (or join) the process group the launcher describes; returns the context."""
     env = os.environ if env is None else env
     check_sharding_request(env)
+    check_mixed_precision_request(env)
     if resolve_mode(mode, env) == "single":
         return local_context()
     rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
