@@ -108,12 +108,21 @@ def build_madpo(output_dir: str, pairs=None):
         train_batch_size=4,
         reference_free=False,
         output_dir=output_dir,
-        **{k: v for k, v in COMMON.items() if k not in ("num_generations", "item_seeded_sampling")},
+        **{
+            **{
+                k: v
+                for k, v in COMMON.items()
+                if k not in ("num_generations", "item_seeded_sampling")
+            },
+            "eval_interval": 2,
+            "eval_num_samples": 1,
+        },
     )
     trainer = MADPOTrainer(
         agents=[m0, m1],
         tokenizer=tok,
         train_dataset=PROMPTS,
+        eval_dataset=PROMPTS[:2],
         reward_func=length_reward,
         args=args,
     )
