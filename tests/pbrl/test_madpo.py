@@ -151,7 +151,11 @@ def test_multi_process_launch_is_refused_before_loading_by_marlhf(tmp_path, monk
             reward_func=ratio_reward,
             args=MARLHFConfig(output_dir=str(tmp_path)),
         )
-    assert MADPOTrainer.supports_multi_process() and not MARLHFTrainer.supports_multi_process()
+    from comlrl.pbrl import MADPOIterTrainer, MARLHFIterTrainer
+
+    assert MADPOTrainer.supports_multi_process()
+    for cls in (MARLHFTrainer, MADPOIterTrainer, MARLHFIterTrainer):
+        assert not cls.supports_multi_process(), cls.__name__
 
 
 def test_distributed_mode_single_ignores_the_launcher(tmp_path, monkeypatch):

@@ -472,6 +472,8 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
     algorithm_name = "MADPOIter"
     default_config_cls = MADPOIterConfig
     checkpoint_kind = "madpo_iter"
+    # Its iterations sample, replay and snapshot without sharding across ranks (yet).
+    multi_process_ready = False
 
     @functools.wraps(MADPOTrainer.__init__)
     def __init__(self, *args: Any, **kwargs: Any):
