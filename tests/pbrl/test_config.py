@@ -95,6 +95,11 @@ COMMON = dict(
         ),
         simple("nonfinite_loss", st.sampled_from(["raise", "skip"]), st.just("zero")),
         simple("eval_greedy", st.booleans(), bad_bool),
+        simple(
+            "distributed_mode",
+            st.sampled_from(["auto", "single", "ddp", "DDP"]),
+            st.sampled_from(["fsdp", "mpi", ""]),
+        ),
         (
             "reference_devices",
             (
