@@ -45,8 +45,8 @@ def test_incomplete_environment_is_named():
         resolve_mode("auto", env)
     with pytest.raises(ValueError, match="WORLD_SIZE must be an integer"):
         resolve_mode("auto", {"WORLD_SIZE": "two"})
-    with pytest.raises(ValueError, match="distributed mode"):
-        resolve_mode("fsdp", {})
+    with pytest.raises(ValueError, match="distributed mode must be one of"):
+        resolve_mode("deepspeed", {})
     with pytest.raises(ValueError, match="WORLD_SIZE >= 2"):
         resolve_mode("ddp", {**FULL, "WORLD_SIZE": "1"})
 
@@ -226,15 +226,52 @@ def test_item_seeded_sampling_does_not_depend_on_the_batch(tmp_path):
     assert ids(items, 0) != both  # another epoch samples afresh
 
 
-@pytest.mark.parametrize(
-    "var, name", [("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")]
-)
-def test_sharding_launches_are_refused_by_name(var, name):
+def test_accelerate_sharding_requests():
     from comlrl.core.distributed import check_sharding_request, init_context
 
-    check_sharding_request({var: "false"})
-    with pytest.raises(ValueError, match=f"{name} sharding"):
-        init_context("auto", {var: "true"})
+    launcher = {**FULL, "WORLD_SIZE": "2"}
+    # FSDP (version 2) resolves 'auto' to sharded training; plain launches stay DDP
+    assert resolve_mode("auto", {**launcher, "ACCELERATE_USE_FSDP": "true"}) == "fsdp"
+    assert resolve_mode("auto", {**launcher, "ACCELERATE_USE_FSDP": "false"}) == "ddp"
+    assert resolve_mode("ddp", {**launcher, "ACCELERATE_USE_FSDP": "true"}) == "ddp"
+    assert resolve_mode("fsdp", launcher) == "fsdp"
+    with pytest.raises(ValueError, match="'fsdp' needs WORLD_SIZE >= 2"):
+        resolve_mode("fsdp", {**FULL, "WORLD_SIZE": "1"})
+    check_sharding_request({"ACCELERATE_USE_DEEPSPEED": "false", "ACCELERATE_USE_FSDP": "no"})
+    with pytest.raises(ValueError, match="DeepSpeed.*fsdp2.yaml"):
+        init_context("auto", {"ACCELERATE_USE_DEEPSPEED": "true"})
+    with pytest.raises(ValueError, match="FSDP version 1.*fsdp_version: 2"):
+        check_sharding_request({"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "1"})
+    with pytest.raises(ValueError, match="fsdp_offload_params: false"):
+        check_sharding_request({"ACCELERATE_USE_FSDP": "true", "FSDP_OFFLOAD_PARAMS": "true"})
+    with pytest.warns(UserWarning, match="fsdp_reshard_after_forward: false"):
+        check_sharding_request({"ACCELERATE_USE_FSDP": "true", "FSDP_RESHARD_AFTER_FORWARD": "true"})
+
+
+def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
+    from comlrl.ac import IACConfig, IACTrainer
+    from comlrl.core.distributed import DistributedContext as Ctx
+    from comlrl.core.testing import tiny_pair
+    from comlrl.pbrl import MADPOConfig, MADPOTrainer
+
+    fake = Ctx(rank=0, world_size=2, backend="gloo", sharding="fsdp")
+    monkeypatch.setattr("comlrl.core.trainer.init_context", lambda mode: fake)
+    m, tok = tiny_pair(seed=0)
+    reward = lambda a, b: [0.0] * len(a)  # noqa: E731
+    with pytest.raises(ValueError, match="use_separate_critic=False.*distributed_mode='ddp'"):
+        IACTrainer(
+            agents=[m, tiny_pair(seed=1)[0]],
+            tokenizer=tok,
+            reward_func=reward,
+            args=IACConfig(use_separate_critic=False, output_dir=str(tmp_path)),
+        )
+    with pytest.raises(ValueError, match="preference trainers do not shard"):
+        MADPOTrainer(
+            agents=[m, tiny_pair(seed=1)[0]],
+            tokenizer=tok,
+            reward_func=reward,
+            args=MADPOConfig(output_dir=str(tmp_path)),
+        )
 
 
 def test_only_families_on_the_shared_loop_accept_several_processes():

@@ -171,6 +171,75 @@ def final_state(trainer, models) -> dict[str, torch.Tensor]:
     }
 
 
+def full_digest_recorder(log: list[str]):
+    """Like :func:`step_recorder` for sharded agents: digests of the gathered tensors (every
+    rank runs the hook at the same step, so the gathers line up)."""
+    from comlrl.core.sharding import full_tensor
+
+    def hook(trainer, params):
+        tensors = [full_tensor(p.detach()) for p in params]
+        grads = [full_tensor(p.grad) for p in params if p.grad is not None]
+        log.append(digest(tensors + grads))
+
+    return hook
+
+
+def full_state(trainer) -> dict[str, torch.Tensor]:
+    """:func:`final_state` with sharded agents gathered (collective)."""
+    from comlrl.core.sharding import full_state_dict
+
+    return {
+        f"{name}.{key}": value.detach().cpu().clone()
+        for name, model in trainer.trainable_models().items()
+        for key, value in full_state_dict(model.state_dict(), model).items()
+    }
+
+
+def main_fsdp(out: str) -> None:
+    """The FSDP2 launch (examples/accelerate/fsdp2.yaml): the trainers pick sharding up from the
+    launcher's environment (distributed_mode 'auto')."""
+    rank = int(os.environ["RANK"])
+    result: dict = {}
+    trainer = build_magrpo(os.path.join(out, "magrpo"), epochs=2)
+    record = {"steps": [], "sharded": trainer.sharded is not None}
+    trainer.gradient_sync_hooks.append(full_digest_recorder(record["steps"]))
+    trainer.train(checkpoint_dir=os.path.join(out, "magrpo_ckpt"))
+    state = full_state(trainer)
+    record["final"] = digest(state.values())
+    shard = next(p for p in trainer.agents[0].parameters() if p.dim() == 2)
+    record["local_rows"] = shard.to_local().shape[0]
+    record["global_rows"] = shard.shape[0]
+    record["optimizer_state_sharded"] = all(
+        v.to_local().shape[0] < v.shape[0]
+        for st in trainer.optimizers[0].state.values()
+        for v in st.values()
+        if hasattr(v, "to_local") and v.dim() == 2 and v.shape[0] > 1
+    )
+    trainer.save_model(os.path.join(out, "magrpo_saved"))
+    result["magrpo"] = record
+    if rank == 0:
+        torch.save(state, os.path.join(out, "magrpo_final.pt"))
+
+    trainer = build_magrpo(os.path.join(out, "magrpo_resumed"), epochs=2)
+    trainer.train(
+        resume_from_checkpoint=os.path.join(out, "magrpo_ckpt", "checkpoint-1"),
+        checkpoint_dir=os.path.join(out, "magrpo_resumed_ckpt"),
+    )
+    result["resumed"] = {"final": digest(full_state(trainer).values())}
+
+    trainer = build_iac(os.path.join(out, "iac"))
+    record = {"steps": [], "sharded": trainer.sharded is not None}
+    trainer.gradient_sync_hooks.append(full_digest_recorder(record["steps"]))
+    trainer.train()
+    state = full_state(trainer)
+    record["final"] = digest(state.values())
+    result["iac"] = record
+    if rank == 0:
+        torch.save(state, os.path.join(out, "iac_final.pt"))
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
+        json.dump(result, fh)
+
+
 def main(out: str) -> None:
     rank = int(os.environ["RANK"])
     result: dict = {}
@@ -256,4 +325,7 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[2:] == ["fsdp"]:
+        main_fsdp(sys.argv[1])
+    else:
+        main(sys.argv[1])

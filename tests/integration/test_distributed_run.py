@@ -38,29 +38,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def launch(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
+def _accelerate_launch(out: Path, config: str, *worker_args: str) -> list[dict]:
+    """Run the worker under ``accelerate launch --config_file examples/accelerate/<config>``
+    (torch's elastic launcher; without GPUs the ranks join a gloo process group)."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env["OMP_NUM_THREADS"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes even on a GPU machine
-    # The example config: `accelerate launch` starts torch's elastic launcher, and without GPUs
-    # the ranks join a gloo process group.
     cmd = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
         "--config_file",
-        str(ROOT / "examples" / "accelerate" / "cpu_gloo.yaml"),
+        str(ROOT / "examples" / "accelerate" / config),
         "--main_process_port",
         str(_free_port()),
         str(HERE / "distributed_worker.py"),
         str(out),
+        *worker_args,
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-    return out, ranks
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    return out, _accelerate_launch(out, "cpu_gloo.yaml")
+
+
+@pytest.fixture(scope="module")
+def fsdp_launch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fsdp")
+    return out, _accelerate_launch(out, "fsdp2.yaml", "fsdp")
 
 
 @pytest.mark.parametrize("run", ["magrpo", "resumed", "iac", "magrpo_mp", "madpo"])
@@ -215,3 +225,44 @@ def test_madpo_ranks_share_the_pairs_of_both_shards_and_match_one_process(launch
     # rank 0 evaluated alone (every second update) while rank 1 went on to the next update
     evals = [r for r in records if "eval/turn_1/reward_mean" in r]
     assert len(evals) == (len(r0["madpo"]["steps"]) // 2 + 1) // 2
+
+
+# ---------------------------------------------------------------------- FSDP2 (fsdp2.yaml)
+@pytest.mark.parametrize("run", ["magrpo", "iac"])
+def test_fsdp_ranks_hold_identical_sharded_agents_at_every_step(fsdp_launch, run):
+    _, (r0, r1) = fsdp_launch
+    assert r0[run]["sharded"] and r1[run]["sharded"]
+    assert len(r0[run]["steps"]) == 8
+    assert r0[run]["steps"] == r1[run]["steps"]
+    assert r0[run]["final"] == r1[run]["final"]
+    # each rank stores half of every weight matrix and of its optimizer state
+    assert r0["magrpo"]["local_rows"] * 2 == r0["magrpo"]["global_rows"]
+    assert r0["magrpo"]["optimizer_state_sharded"]
+
+
+@pytest.mark.parametrize("run", ["magrpo", "iac"])
+def test_fsdp_weights_equal_a_single_process_run(fsdp_launch, tmp_path, run):
+    out, _ = fsdp_launch
+    trainer = (
+        worker.build_magrpo(str(tmp_path / "run"), epochs=2)
+        if run == "magrpo"
+        else worker.build_iac(str(tmp_path / "run"))
+    )
+    trainer.train()
+    mine = worker.final_state(trainer, trainer.trainable_models())
+    theirs = torch.load(out / f"{run}_final.pt", weights_only=True)
+    assert set(mine) == set(theirs)
+    assert max((mine[k] - theirs[k]).abs().max().item() for k in mine) <= 1e-5
+
+
+def test_fsdp_checkpoints_resume_exactly_and_saved_agents_load_anywhere(fsdp_launch):
+    from transformers import AutoModelForCausalLM
+
+    out, (r0, r1) = fsdp_launch
+    assert r0["resumed"]["final"] == r1["resumed"]["final"] == r0["magrpo"]["final"]
+    final = torch.load(out / "magrpo_final.pt", weights_only=True)
+    saved = AutoModelForCausalLM.from_pretrained(out / "magrpo_saved" / "agent_0")
+    for key, value in saved.state_dict().items():
+        assert torch.equal(value, final[f"agent_0.{key}"]), key
+    ckpts = sorted(p.name for p in (out / "magrpo_ckpt").iterdir())
+    assert ckpts == ["checkpoint-1", "checkpoint-2", "latest"]

@@ -39,6 +39,12 @@ class IACTrainer(ActorCriticTrainerBase):
     algorithm_name = "IAC"
     default_config_cls = IACConfig
 
+    def fsdp_unsupported_reason(self, args) -> str | None:
+        """Value heads on the actors' own bodies would share the sharded parameters."""
+        if not getattr(args, "use_separate_critic", True):
+            return "use_separate_critic=False puts value heads on the sharded actors' bodies"
+        return super().fsdp_unsupported_reason(args)
+
     # ------------------------------------------------------------------ construction
     def _resolve_critic_sources(self, critic_model, critics, num_agents: int, args) -> list:
         if not args.use_separate_critic:

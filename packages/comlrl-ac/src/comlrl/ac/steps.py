@@ -15,6 +15,7 @@ import torch
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.core.logprobs import completion_logprobs, micro_batches
+from comlrl.core.sharding import clip_gradients
 from comlrl.core.values import ValueModel
 
 
@@ -80,7 +81,7 @@ class OptimizationSteps:
         norm = float("nan")
         if params:
             max_norm = self.args.max_grad_norm if self.args.max_grad_norm is not None else math.inf
-            norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+            norm = clip_gradients(params, max_norm)  # sharded (FSDP) or not
         opt.step()
         return norm
 

@@ -21,7 +21,7 @@ import torch
 
 from comlrl.core.devices import AgentWorkers
 
-MODES = ("auto", "single", "ddp")
+MODES = ("auto", "single", "ddp", "fsdp")
 _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -33,6 +33,8 @@ class DistributedContext:
     world_size: int = 1
     local_rank: int = 0
     backend: str | None = None
+    # "fsdp" when the agents are sharded with FSDP2 (comlrl.core.sharding); None: replicated.
+    sharding: str | None = None
 
     @property
     def is_main(self) -> bool:
@@ -51,7 +53,8 @@ def local_context() -> DistributedContext:
 
 
 def resolve_mode(mode: str = "auto", env: Mapping[str, str] | None = None) -> str:
-    """``auto`` → ``ddp`` when the launcher says WORLD_SIZE > 1, else ``single``.
+    """``auto`` → ``ddp`` when the launcher says WORLD_SIZE > 1 (``fsdp`` when an accelerate
+    FSDP config asked for sharding), else ``single``.
 
     An incomplete launcher environment (some variables set, others missing) is an error that lists
     what is missing, rather than a hang in ``init_process_group``.
@@ -75,30 +78,53 @@ def resolve_mode(mode: str = "auto", env: Mapping[str, str] | None = None) -> st
             f"Multi-process training needs the launcher variables {list(_LAUNCH_VARS)}; missing "
             f"{missing}. Start the run with `accelerate launch` or `torchrun`."
         )
-    if world < 2 and key == "ddp":
-        raise ValueError("distributed mode 'ddp' needs WORLD_SIZE >= 2; use 'auto' or 'single'.")
-    return "ddp"
+    if world < 2 and key in ("ddp", "fsdp"):
+        raise ValueError(f"distributed mode {key!r} needs WORLD_SIZE >= 2; use 'auto' or 'single'.")
+    if key == "auto":
+        return "fsdp" if _flag(env, "ACCELERATE_USE_FSDP") else "ddp"
+    return key
 
 
-# Set by `accelerate launch` when its config asks for sharded training.
-_SHARDING_VARS = {
-    "ACCELERATE_USE_FSDP": "FSDP",
-    "ACCELERATE_USE_DEEPSPEED": "DeepSpeed",
-}
+def _flag(env: Mapping[str, str], var: str) -> bool:
+    return str(env.get(var, "")).strip().lower() in ("1", "true", "yes")
 
 
 def check_sharding_request(env: Mapping[str, str] | None = None) -> None:
-    """Refuse a launch that asks for FSDP or DeepSpeed sharding: the trainers replicate every
-    agent on each rank (DDP-style gradient averaging) and do not shard parameters yet, so such a
-    run would silently use far more memory than its config promises."""
+    """Check what an accelerate config asks of sharding (``accelerate launch`` exports it).
+
+    DeepSpeed is refused (use the FSDP2 config for the same memory savings). FSDP must be
+    version 2 without parameter offload; a request to re-shard parameters after every forward
+    (ZeRO-3 style) is met with gathered parameters during training, which a warning says.
+    """
     env = os.environ if env is None else env
-    for var, name in _SHARDING_VARS.items():
-        if str(env.get(var, "")).strip().lower() in ("1", "true", "yes"):
-            raise ValueError(
-                f"The launcher asks for {name} sharding ({var}={env[var]}), which CoMLRL does not "
-                "apply yet: every rank holds full agents. Launch with the DDP config "
-                "(examples/accelerate/ddp.yaml) or torchrun; see docs/distributed.md."
-            )
+    if _flag(env, "ACCELERATE_USE_DEEPSPEED"):
+        raise ValueError(
+            "The launcher asks for DeepSpeed (ACCELERATE_USE_DEEPSPEED), which CoMLRL does not "
+            "drive. Launch with the FSDP2 config (examples/accelerate/fsdp2.yaml: sharded "
+            "optimizer state and gradients, like ZeRO-2) or the DDP config; see "
+            "docs/distributed.md."
+        )
+    if not _flag(env, "ACCELERATE_USE_FSDP"):
+        return
+    version = str(env.get("FSDP_VERSION", "2")).strip()
+    if version != "2":
+        raise ValueError(
+            f"The launcher asks for FSDP version {version} (FSDP_VERSION); CoMLRL shards with "
+            "FSDP2: set fsdp_version: 2 in the accelerate config."
+        )
+    if _flag(env, "FSDP_OFFLOAD_PARAMS"):
+        raise ValueError(
+            "The launcher asks for FSDP parameter offload (FSDP_OFFLOAD_PARAMS), which CoMLRL "
+            "does not support: set fsdp_offload_params: false."
+        )
+    if _flag(env, "FSDP_RESHARD_AFTER_FORWARD"):
+        warnings.warn(
+            "The FSDP config asks to re-shard parameters after every forward (ZeRO-3 style). "
+            "CoMLRL keeps each agent's parameters gathered while it trains (ranks decode and "
+            "micro-batch different amounts), sharding gradients and optimizer state only; set "
+            "fsdp_reshard_after_forward: false to say so.",
+            stacklevel=3,
+        )
 
 
 def check_mixed_precision_request(env: Mapping[str, str] | None = None) -> None:
@@ -120,7 +146,8 @@ def init_context(mode: str = "auto", env: Mapping[str, str] | None = None) -> Di
     env = os.environ if env is None else env
     check_sharding_request(env)
     check_mixed_precision_request(env)
-    if resolve_mode(mode, env) == "single":
+    resolved = resolve_mode(mode, env)
+    if resolved == "single":
         return local_context()
     rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -130,7 +157,13 @@ def init_context(mode: str = "auto", env: Mapping[str, str] | None = None) -> Di
         torch.distributed.init_process_group(
             backend=backend, init_method="env://", rank=rank, world_size=world
         )
-    return DistributedContext(rank=rank, world_size=world, local_rank=local, backend=backend)
+    return DistributedContext(
+        rank=rank,
+        world_size=world,
+        local_rank=local,
+        backend=backend,
+        sharding="fsdp" if resolved == "fsdp" else None,
+    )
 
 
 def shard_range(start: int, count: int, ctx: DistributedContext) -> tuple[int, int]:

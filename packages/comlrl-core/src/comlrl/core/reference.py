@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ import torch
 
 from comlrl.core.logprobs import completion_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.sharding import unsharded_copy
 
 
 def build_reference_models(
@@ -25,7 +25,7 @@ def build_reference_models(
         key = id(agent)
         if key not in refs:
             ref = (
-                load_causal_lm(src, model_config) if isinstance(src, str) else copy.deepcopy(agent)
+                load_causal_lm(src, model_config) if isinstance(src, str) else unsharded_copy(agent)
             )
             refs[key] = freeze_model(ref).to(dev)
         out.append(refs[key])

@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -70,13 +70,17 @@ def main_process_only(method):
         if not self.dist.is_distributed or getattr(self, "_saving_on_main", False):
             return method(self, *args, **kwargs)
         result = None
+        sharded = getattr(self, "sharded", None)
+        # Sharded agents are gathered into full tensors on every rank before rank 0 saves.
+        view = sharded.full_view() if sharded is not None else nullcontext()
         try:
-            if self.dist.is_main:
-                self._saving_on_main = True
-                try:
-                    result = method(self, *args, **kwargs)
-                finally:
-                    self._saving_on_main = False
+            with view:
+                if self.dist.is_main:
+                    self._saving_on_main = True
+                    try:
+                        result = method(self, *args, **kwargs)
+                    finally:
+                        self._saving_on_main = False
         finally:
             barrier(self.dist)
         return result
@@ -145,6 +149,15 @@ class TrainerBase:
                 f"average gradients across processes (WORLD_SIZE={self.dist.world_size}); run it "
                 "in a single process. See docs/distributed.md."
             )
+        self.sharded = None
+        if self.dist.sharding == "fsdp":
+            reason = self.fsdp_unsupported_reason(self.args)
+            if reason is not None:
+                raise ValueError(
+                    f"{self.algorithm_name} cannot shard its agents with FSDP here: {reason}. "
+                    "Use distributed_mode='ddp' (or the DDP accelerate config); see "
+                    "docs/distributed.md."
+                )
         self.args = per_rank_config(self.args, self.dist)
         self.gradient_sync_hooks: list = []
         self._rollout_offset: int | None = None
@@ -220,6 +233,20 @@ class TrainerBase:
             model.to(dev)
             sync_generation_ids(model, tok)
         self._shared_agents = len(unique_models(self.agents)) < len(self.agents)
+        if self.dist.sharding == "fsdp":
+            from comlrl.core.sharding import ShardedAgents
+
+            # Before any optimizer exists: optimizers must hold the sharded parameters.
+            self.sharded = ShardedAgents(self.agents, self.dist)
+
+    def fsdp_unsupported_reason(self, args) -> str | None:
+        """Why this trainer cannot shard its agents with FSDP2 under ``args`` (None: it can).
+        Families whose steps go through :meth:`sync_gradients` support it."""
+        if not self.supports_multi_process():
+            return "its training loop does not run under several processes"
+        if getattr(args, "parallel_training", None) == "mp":
+            return "parallel_training='mp' (agent worker threads) is not combined with FSDP"
+        return None
 
     @classmethod
     def supports_multi_process(cls) -> bool:
@@ -243,12 +270,21 @@ class TrainerBase:
         """
         params = list(parameters)
         dist = self.dist
+        sharded = getattr(self, "sharded", None)
+        if sharded is not None:
+            # FSDP reduce-scatters the sharded agents' gradients; the rest (e.g. critics) are
+            # replicated and all-reduced below. The agents' parameters come back sharded.
+            roots = sharded.roots_of(params)
+            if roots:
+                others = [p for p in params if not sharded.owns(p)]
+                params = sharded.reduce_gradients(params) + others
         if dist.is_distributed:
             worker = current_worker()
             group = (
                 self._worker_groups[worker] if worker is not None and self._worker_groups else None
             )
-            all_reduce_gradients(params, dist, 1.0 / dist.world_size, group=group)
+            replicated = [p for p in params if sharded is None or not sharded.owns(p)]
+            all_reduce_gradients(replicated, dist, 1.0 / dist.world_size, group=group)
         for hook in getattr(self, "gradient_sync_hooks", ()):
             hook(self, params)
         return params
@@ -570,8 +606,9 @@ class TrainerBase:
                 stacklevel=2,
             )
         self._train_started = time.perf_counter()
+        sharded = getattr(self, "sharded", None)
         try:
-            with self._stop_on_signals():
+            with self._stop_on_signals(), sharded.training() if sharded else nullcontext():
                 for epoch in range(start_epoch, self.args.num_train_epochs):
                     self.epoch = epoch
                     pos = start_pos if epoch == start_epoch else 0

@@ -56,6 +56,10 @@ class PreferenceTrainerBase(TrainerBase):
         """Whether this trainer may run under a multi-process launch (MADPO)."""
         return cls.multi_process_ready
 
+    def fsdp_unsupported_reason(self, args) -> str | None:
+        """The preference trainers replicate their agents (DDP-style) only."""
+        return "the preference trainers do not shard their agents"
+
     def __init__(
         self,
         agent_model=None,

@@ -18,6 +18,7 @@ from comlrl.core.devices import plan_devices
 from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
 from comlrl.core.reference import build_reference_models, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
+from comlrl.core.sharding import clip_gradients
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import batch_normalize, group_advantages
 from comlrl.reinforce.config import MAGRPOConfig
@@ -330,7 +331,7 @@ class MAGRPOTrainer(TrainerBase):
         params = [p for p in model.parameters() if p.grad is not None]
         if params:
             max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf
-            norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+            norm = clip_gradients(params, max_norm)  # sharded (FSDP) or not
         opt.step()
         return total, norm
 

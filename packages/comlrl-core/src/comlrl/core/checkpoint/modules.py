@@ -17,6 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from comlrl.core.checkpoint.errors import CorruptCheckpointError
+from comlrl.core.sharding import is_dtensor, like_placement
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -32,6 +33,10 @@ def alias_map(models: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _view_key(t: torch.Tensor):
+    if is_dtensor(t):
+        # A shard's storage identifies the tensor (tied weights share one sharded parameter).
+        key = _view_key(t.to_local())
+        return None if key is None else (*key, tuple(t.shape))
     if t.numel() == 0:
         return None
     return (
@@ -154,6 +159,10 @@ def load_module(model: Any, path: str, meta: dict[str, Any]) -> None:
         raise CorruptCheckpointError(f"{path}: unreadable safetensors file ({exc}).") from exc
     for alias, kept in meta.get("aliases", {}).items():
         state[alias] = state[kept]
+    live = model.state_dict()
+    if any(is_dtensor(v) for v in live.values()):
+        # A sharded (FSDP2) model: each rank keeps its shard of the saved full tensors.
+        state = {k: like_placement(v, live.get(k)) for k, v in state.items()}
     with torch.no_grad():
         model.load_state_dict(state, strict=True)
     model.train(bool(meta.get("training", True)))

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from comlrl.core.checkpoint.errors import CorruptCheckpointError
+from comlrl.core.sharding import like_placement
 
 
 def optimizer_payload(optimizer: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -66,6 +67,13 @@ def load_optimizer(optimizer: Any, tensors: dict[str, torch.Tensor], meta: dict[
         state.setdefault(int(pid), {})[name] = value
     for pid, entry in meta["scalars"].items():
         state.setdefault(int(pid), {}).update(entry)
+    # Checkpoints hold full tensors; the state of a sharded (FSDP2) parameter is sharded like it.
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    ids = [i for g in meta["param_groups"] for i in g["params"]]
+    for pid, param in zip(ids, params):
+        for name, value in state.get(int(pid), {}).items():
+            if isinstance(value, torch.Tensor) and list(value.shape) == list(param.shape):
+                state[int(pid)][name] = like_placement(value, param)
     try:
         optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
     except (KeyError, ValueError) as exc:

@@ -237,7 +237,17 @@ class CheckpointSession:
     def save(self, reason: str) -> str | None:
         """Write a checkpoint of the trainer as it is now; returns its path (None without a
         ``checkpoint_dir``, or on a process that does not save)."""
-        if self.directory is None or not getattr(self.trainer, "is_main_process", True):
+        if self.directory is None:
+            return None
+        sharded = getattr(self.trainer, "sharded", None)
+        if sharded is not None:
+            # Every rank gathers the sharded agents and optimizer states; rank 0 writes them.
+            with sharded.full_view(self.trainer.optimizers_list()):
+                return self._save_main(reason)
+        return self._save_main(reason)
+
+    def _save_main(self, reason: str) -> str | None:
+        if not getattr(self.trainer, "is_main_process", True):
             return None
         if self._last_key == self._key() and self.last_path is not None:
             return self.last_path  # nothing happened since the last save
