@@ -197,8 +197,11 @@ class MADPOConfig:
             "nonfinite_loss", self.nonfinite_loss, NONFINITE_POLICIES
         )
         check_bool("eval_greedy", self.eval_greedy)
+        # The preference trainers replicate their agents: no "fsdp".
         self.distributed_mode = normalize_choice(
-            "distributed_mode", self.distributed_mode, DISTRIBUTED_MODES
+            "distributed_mode",
+            self.distributed_mode,
+            tuple(m for m in DISTRIBUTED_MODES if m != "fsdp"),
         )
 
     # ------------------------------------------------------------------ preference fields
