@@ -131,6 +131,33 @@ def build_madpo(output_dir: str, pairs=None):
     return trainer
 
 
+def build_marlhf(output_dir: str):
+    """MARLHF over the 4 prompts: pairs as in MADPO, a reward model trained on them in batches
+    of 3 pairs (uneven rank shares), then one MAGRPO epoch on the reward model's scores."""
+    from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    args = MARLHFConfig(
+        num_train_epochs=1,
+        preference_num_candidates=3,
+        preference_pairs_per_sample=2,
+        rollout_buffer_size=2,
+        reward_num_train_epochs=2,
+        reward_train_batch_size=3,
+        reward_learning_rate=1e-3,
+        output_dir=output_dir,
+        **{k: v for k, v in COMMON.items() if k != "item_seeded_sampling"},
+    )
+    return MARLHFTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=length_reward,
+        args=args,
+    )
+
+
 def digest(tensors) -> str:
     """SHA-256 over the bytes of ``tensors``, in order."""
     h = hashlib.sha256()
@@ -297,6 +324,19 @@ def main(out: str) -> None:
         torch.save(
             final_state(trainer, trainer.trainable_models()), os.path.join(out, "madpo_final.pt")
         )
+
+    # MARLHF: pairs gathered as in MADPO, the reward model trained data-parallel, then the RL
+    # phase on global batches split across the ranks.
+    trainer = build_marlhf(os.path.join(out, "marlhf"))
+    record = instrument(trainer)
+    trainer.rl_trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    trainer.train()
+    record["final"] = digest(
+        p for m in trainer.trainable_models().values() for p in m.state_dict().values()
+    )
+    record["pairs"] = len(trainer.preference_pairs)
+    record["env_step"] = trainer.env_step
+    result["marlhf"] = record
 
     # The CLI under the launcher: one run directory (its default name has a timestamp, so the
     # ranks must agree on it), rank-0-only evaluation, logging and final save.

@@ -144,6 +144,7 @@ def test_metrics_are_the_cross_rank_mean_and_only_rank_0_writes(launch):
             "madpo",
             "madpo_ckpt",
             "madpo_final.pt",
+            "marlhf",
             "rank0.json",
             "rank1.json",
         ]
@@ -266,3 +267,17 @@ def test_fsdp_checkpoints_resume_exactly_and_saved_agents_load_anywhere(fsdp_lau
         assert torch.equal(value, final[f"agent_0.{key}"]), key
     ckpts = sorted(p.name for p in (out / "magrpo_ckpt").iterdir())
     assert ckpts == ["checkpoint-1", "checkpoint-2", "latest"]
+
+
+def test_marlhf_ranks_train_one_reward_model_and_the_same_agents(launch):
+    out, (r0, r1) = launch
+    steps0, steps1 = r0["marlhf"]["steps"], r1["marlhf"]["steps"]
+    # reward model: 2 epochs x ceil(pairs / 3) steps; RL: 2 agents x 2 global batches
+    rm_steps = 2 * -(-r0["marlhf"]["pairs"] // 3)
+    assert r0["marlhf"]["pairs"] >= 3 and len(steps0) == rm_steps + 4
+    assert steps0 == steps1 and r0["marlhf"]["final"] == r1["marlhf"]["final"]
+    assert r0["marlhf"]["env_step"] == r1["marlhf"]["env_step"] > 0
+    records = read_metrics(out / "marlhf" / "metrics.jsonl")
+    assert [r["reward_model/epoch"] for r in records if "reward_model/epoch" in r] == [1.0, 2.0]
+    assert any("turn_1/reward_mean" in r for r in records)
+    assert sorted(p.name for p in (out / "marlhf").iterdir()) == ["metrics.jsonl"]

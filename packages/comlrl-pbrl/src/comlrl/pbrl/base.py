@@ -143,7 +143,8 @@ class PreferenceTrainerBase(TrainerBase):
             # Refused before any model is loaded.
             raise ValueError(
                 f"{self.algorithm_name} runs in one process; of the preference trainers only "
-                "MADPO trains under a multi-process launch (accelerate/torchrun, WORLD_SIZE > 1). "
+                "MADPO and MARLHF train under a multi-process launch (accelerate/torchrun, "
+                "WORLD_SIZE > 1). "
                 "Start it as a plain Python process (mp placement of agents on several GPUs "
                 "works: parallel_training='mp'), or set distributed_mode='single'."
             )

@@ -507,6 +507,8 @@ class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
     """
 
     algorithm_name = "MARLHFIter"
+    # Its iterations sample, replay and snapshot without sharding across ranks (yet).
+    multi_process_ready = False
     default_config_cls = MARLHFIterConfig
     checkpoint_kind = "marlhf_iter"
 

@@ -16,12 +16,14 @@ from typing import Any
 
 import torch
 
+from comlrl.core.distributed import all_reduce_sum, shard_range
 from comlrl.core.models import ensure_pad_token
 from comlrl.core.registry import PROVIDERS, load_algorithm
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.reward_model import (
+    DataParallel,
     JointRewardModel,
     format_joint_text,
     score_texts,
@@ -30,6 +32,23 @@ from comlrl.pbrl.reward_model import (
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
+
+
+class TrainerDataParallel(DataParallel):
+    """A trainer's rank share, gradient averaging and sums, for the reward-model loop."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.world_size = trainer.dist.world_size
+
+    def share(self, rows: list) -> list:
+        return self.trainer.rank_share(rows)
+
+    def sync(self, params: list) -> None:
+        self.trainer.sync_gradients(params)
+
+    def total(self, value: float) -> float:
+        return all_reduce_sum(value, self.trainer.dist)
 
 
 def _is_name(value: Any) -> bool:
@@ -190,11 +209,12 @@ class RLHFMixin:
         a = self.args
         winners, losers = self.pair_texts(pairs)
         metrics = train_reward_model(
-            self.reward_model,
-            self.reward_tokenizer,
-            self.reward_optimizer,
-            winners,
-            losers,
+            data_parallel=TrainerDataParallel(self),
+            model=self.reward_model,
+            tokenizer=self.reward_tokenizer,
+            optimizer=self.reward_optimizer,
+            winners=winners,
+            losers=losers,
             epochs=a.reward_num_train_epochs,
             batch_size=a.reward_train_batch_size,
             max_length=a.reward_max_length,
@@ -220,9 +240,13 @@ class RLHFMixin:
 
     # ------------------------------------------------------------------ the RL phase
     def rl_units(self) -> list[tuple[str, int]]:
-        """One unit per rollout batch of the dataset, then the end-of-epoch drain."""
-        size = max(1, self.rl_trainer.items_per_batch())
+        """One unit per global rollout batch of the dataset, then the end-of-epoch drain. Under
+        several processes a global batch is every rank's batch together, and the last
+        ``len % world_size`` items are left out so the ranks get equal shares."""
+        world = self.dist.world_size
+        size = max(1, self.rl_trainer.items_per_batch()) * world
         total = len(self.get_train_dataloader())
+        total -= total % world
         return [("batch", s) for s in range(0, total, size)] + [("end_epoch", total)]
 
     def run_rl_unit(self, unit: tuple[str, int]) -> None:
@@ -236,9 +260,15 @@ class RLHFMixin:
         try:
             if kind == "batch":
                 data = self.get_train_dataloader()
-                size = max(1, inner.items_per_batch())
-                items = [data[i] for i in range(start, min(start + size, len(data)))]
-                inner._train_batch(items, self.generation_kwargs)
+                world = self.dist.world_size
+                size = max(1, inner.items_per_batch()) * world
+                count = min(size, len(data) - len(data) % world - start)
+                begin, end = shard_range(start, count, self.dist)
+                inner._rollout_offset = begin  # global item indices (env steps, seeding)
+                try:
+                    inner._train_batch([data[i] for i in range(begin, end)], self.generation_kwargs)
+                finally:
+                    inner._rollout_offset = None
                 self._last_reward_mean = getattr(inner, "_last_reward_mean", None)
             else:
                 inner._end_epoch()
@@ -298,6 +328,7 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     algorithm_name = "MARLHF"
     default_config_cls = MARLHFConfig
     checkpoint_kind = "marlhf"
+    multi_process_ready = True
 
     def __init__(
         self,
@@ -367,7 +398,10 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
         if self.pairs_sampled:
             return False
         params = self.sampling_params(self.generation_kwargs)
-        pairs, stats = self.build_policy_pairs(list(self.get_train_dataloader()), params)
+        # Each rank samples its share of the items; every rank then holds all the pairs.
+        items = self.rank_share(list(self.get_train_dataloader()))
+        pairs, stats = self.build_policy_pairs(items, params)
+        pairs, stats = self.gather_pairs(pairs, stats, len(items))
         self.log_metrics(stats)
         self.preference_pairs = pairs
         self.num_preference_pairs = len(pairs)

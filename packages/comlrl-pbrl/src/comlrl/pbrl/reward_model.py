@@ -182,29 +182,44 @@ def train_reward_model(
     max_length: int | None,
     rng: random.Random,
     log=None,
+    data_parallel: DataParallel | None = None,
 ) -> dict[str, float]:
     """Bradley-Terry training; ``log(metrics)`` is called after every epoch with the epoch's mean
-    ``reward_model/loss`` and ``reward_model/accuracy``. Returns the last epoch's metrics."""
+    ``reward_model/loss`` and ``reward_model/accuracy``. Returns the last epoch's metrics.
+
+    With ``data_parallel`` (a multi-process run) every rank shuffles the same order, scores its
+    share of each batch and averages gradients with the others, so all ranks keep one model.
+    """
+    dp = data_parallel or DataParallel()
     model.train()
     order = list(range(len(winners)))
     metrics: dict[str, float] = {}
     for epoch in range(epochs):
         rng.shuffle(order)
-        losses, correct = [], 0
+        loss_sum, correct = 0.0, 0
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
-            loss, margins = bradley_terry_step(
-                model, tokenizer, [winners[i] for i in idx], [losers[i] for i in idx], max_length
-            )
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"Non-finite reward-model loss ({loss.item()}).")
+            mine = dp.share(idx)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if mine:
+                loss, margins = bradley_terry_step(
+                    model,
+                    tokenizer,
+                    [winners[i] for i in mine],
+                    [losers[i] for i in mine],
+                    max_length,
+                )
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"Non-finite reward-model loss ({loss.item()}).")
+                # this rank's share of the batch mean; the ranks' gradients are then summed
+                (loss * len(mine) / len(idx) * dp.world_size).backward()
+                loss_sum += loss.item() * len(mine)
+                correct += int((margins > 0).sum())
+            dp.sync(params_of(optimizer))
             optimizer.step()
-            losses.append(loss.item() * len(idx))
-            correct += int((margins > 0).sum())
+        loss_sum, correct = dp.total(loss_sum), dp.total(correct)
         metrics = {
-            "reward_model/loss": sum(losses) / max(1, len(order)),
+            "reward_model/loss": loss_sum / max(1, len(order)),
             "reward_model/accuracy": correct / max(1, len(order)),
             "reward_model/epoch": float(epoch + 1),
         }
@@ -212,6 +227,29 @@ def train_reward_model(
             log(metrics)
     model.eval()
     return metrics
+
+
+class DataParallel:
+    """How a training loop shares its batches between processes: a single process by default
+    (every hook a no-op). A trainer passes its own rank share, gradient sync and sum."""
+
+    world_size = 1
+
+    def share(self, rows: list) -> list:
+        """This process's part of ``rows``."""
+        return rows
+
+    def sync(self, params: list) -> None:
+        """Average the gradients of ``params`` over processes."""
+
+    def total(self, value: float) -> float:
+        """``value`` summed over processes."""
+        return value
+
+
+def params_of(optimizer: torch.optim.Optimizer) -> list:
+    """Every parameter an optimizer steps, in its group order."""
+    return [p for group in optimizer.param_groups for p in group["params"]]
 
 
 def pair_accuracy(
