@@ -81,8 +81,8 @@ FIELDS = {
     "nonfinite_loss": (st.sampled_from(["raise", "skip"]), st.just("zero")),
     "eval_greedy": (st.booleans(), bad_bool),
     "distributed_mode": (
-        st.sampled_from(["auto", "single", "ddp", " DDP "]),
-        st.sampled_from(["fsdp", "", None, 2]),
+        st.sampled_from(["auto", "single", "ddp", " DDP ", "fsdp", "FSDP"]),
+        st.sampled_from(["deepspeed", "zero3", "", None, 2]),
     ),
     "item_seeded_sampling": (st.booleans(), bad_bool),
 }
