@@ -158,6 +158,41 @@ def build_marlhf(output_dir: str):
     )
 
 
+def build_madpo_iter(output_dir: str):
+    """Two MADPOIter iterations against the previous iteration's snapshot ("history"), with a
+    replay sample over every iteration's shard, reference log-probs and the drift logger."""
+    from comlrl.core.rewards.ranges import set_reward_range
+    from comlrl.pbrl import MADPOIterConfig, MADPOIterTrainer
+
+    def reward(a, b):
+        return length_reward(a, b)
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    args = MADPOIterConfig(
+        num_iterations=2,
+        num_train_epochs=1,
+        preference_num_candidates=3,
+        comparator_num_candidates=3,
+        preference_pairs_per_sample=2,
+        train_batch_size=2,
+        comparator_policy="history",
+        preference_replay_mode="all_history",
+        preference_replay_sample_size=4,
+        log_reward_distribution=True,
+        reference_free=False,
+        output_dir=output_dir,
+        **{k: v for k, v in COMMON.items() if k not in ("num_generations", "item_seeded_sampling")},
+    )
+    return MADPOIterTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=set_reward_range(reward, -10.0, 10.0),
+        args=args,
+    )
+
+
 def digest(tensors) -> str:
     """SHA-256 over the bytes of ``tensors``, in order."""
     h = hashlib.sha256()
@@ -337,6 +372,20 @@ def main(out: str) -> None:
     record["pairs"] = len(trainer.preference_pairs)
     record["env_step"] = trainer.env_step
     result["marlhf"] = record
+
+    # MADPOIter: sharded sampling against a snapshot rank 0 saved, rank 0's replay shards read
+    # by both ranks, sharded reference log-probs.
+    trainer = build_madpo_iter(os.path.join(out, "madpo_iter"))
+    record = instrument(trainer)
+    trainer.train()
+    record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
+    record["pairs"] = [p.to_record() for p in trainer.iteration_pairs]
+    record["files"] = sorted(
+        os.path.relpath(os.path.join(d, f), os.path.join(out, "madpo_iter"))
+        for d, _, files in os.walk(os.path.join(out, "madpo_iter"))
+        for f in files
+    )
+    result["madpo_iter"] = record
 
     # The CLI under the launcher: one run directory (its default name has a timestamp, so the
     # ranks must agree on it), rank-0-only evaluation, logging and final save.

@@ -144,6 +144,7 @@ def test_metrics_are_the_cross_rank_mean_and_only_rank_0_writes(launch):
             "madpo",
             "madpo_ckpt",
             "madpo_final.pt",
+            "madpo_iter",
             "marlhf",
             "rank0.json",
             "rank1.json",
@@ -281,3 +282,29 @@ def test_marlhf_ranks_train_one_reward_model_and_the_same_agents(launch):
     assert [r["reward_model/epoch"] for r in records if "reward_model/epoch" in r] == [1.0, 2.0]
     assert any("turn_1/reward_mean" in r for r in records)
     assert sorted(p.name for p in (out / "marlhf").iterdir()) == ["metrics.jsonl"]
+
+
+def test_madpo_iter_ranks_select_and_train_on_the_same_pairs(launch):
+    out, (r0, r1) = launch
+    run0, run1 = r0["madpo_iter"], r1["madpo_iter"]
+    assert run0["pairs"] == run1["pairs"] and len(run0["pairs"]) == 4  # the replay sample
+    assert all(p["reference_logps"] for p in run0["pairs"])
+    assert run0["steps"] == run1["steps"] and len(run0["steps"]) == 2 * 2 * 2
+    assert run0["final"] == run1["final"]
+    files = run0["files"]
+    assert "metrics.jsonl" in files
+    # rank 0 alone wrote the snapshots, both replay shards and the drift records
+    snapshots = {f.split("/")[1] for f in files if f.startswith("policy_checkpoints/")}
+    assert snapshots == {"initial", "iteration_0001", "iteration_0002"}
+    assert [f for f in files if f.startswith("preference_replay/")] == [
+        "preference_replay/iteration_0001.jsonl",
+        "preference_replay/iteration_0002.jsonl",
+    ]
+    drift = [f for f in files if f.startswith("reward_distributions/")]
+    assert len(drift) == 4 and all("iteration_000" in f for f in drift)
+    assert not any("tmp" in f or "staging" in f for f in files)
+    records = read_metrics(out / "madpo_iter" / "metrics.jsonl")
+    assert [r["iter/current_iteration"] for r in records if "iter/current_iteration" in r] == [
+        1.0,
+        2.0,
+    ]

@@ -139,23 +139,23 @@ def test_reference_model_name_is_checked_in_init_and_used(tmp_path, tiny_dir):
     assert trainer.preference_pairs and all(p.reference_logps for p in trainer.preference_pairs)
 
 
-def test_multi_process_launch_is_refused_before_loading_by_iterative_trainers(
-    tmp_path, monkeypatch
-):
-    from comlrl.pbrl import MADPOIterConfig, MADPOIterTrainer, MARLHFIterTrainer, MARLHFTrainer
+def test_a_trainer_without_multi_process_support_is_refused_before_loading(tmp_path, monkeypatch):
+    from comlrl.pbrl import MADPOIterTrainer, MARLHFIterTrainer, MARLHFTrainer
+
+    class OwnLoop(MADPOTrainer):
+        multi_process_ready = False
 
     launcher = dict(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     for key, value in {**launcher, "MASTER_PORT": "29511"}.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(ValueError, match="only MADPO and MARLHF train under a multi-process"):
-        MADPOIterTrainer(
+    with pytest.raises(ValueError, match="does not train under a multi-process launch"):
+        OwnLoop(
             agent_model=str(tmp_path / "never-loaded"),
             reward_func=ratio_reward,
-            args=MADPOIterConfig(output_dir=str(tmp_path)),
+            args=MADPOConfig(output_dir=str(tmp_path)),
         )
-    assert MADPOTrainer.supports_multi_process() and MARLHFTrainer.supports_multi_process()
-    for cls in (MADPOIterTrainer, MARLHFIterTrainer):
-        assert not cls.supports_multi_process(), cls.__name__
+    for cls in (MADPOTrainer, MARLHFTrainer, MADPOIterTrainer, MARLHFIterTrainer):
+        assert cls.supports_multi_process(), cls.__name__
 
 
 def test_distributed_mode_single_ignores_the_launcher(tmp_path, monkeypatch):

@@ -48,8 +48,9 @@ class PreferenceTrainerBase(TrainerBase):
     algorithm_name = "Preference"
     default_config_cls: type = MADPOConfig
     checkpoint_kind = "preference"
-    # Whether the family shards its preference data across ranks and averages its gradients.
-    multi_process_ready = False
+    # Whether the family shards its preference data across ranks and averages its gradients
+    # (every built-in preference trainer does; a subclass with its own loop may say no).
+    multi_process_ready = True
 
     @classmethod
     def supports_multi_process(cls) -> bool:
@@ -142,9 +143,8 @@ class PreferenceTrainerBase(TrainerBase):
         ):
             # Refused before any model is loaded.
             raise ValueError(
-                f"{self.algorithm_name} runs in one process; of the preference trainers only "
-                "MADPO and MARLHF train under a multi-process launch (accelerate/torchrun, "
-                "WORLD_SIZE > 1). "
+                f"{self.algorithm_name} runs in one process; this trainer does not train under "
+                "a multi-process launch (accelerate/torchrun, WORLD_SIZE > 1). "
                 "Start it as a plain Python process (mp placement of agents on several GPUs "
                 "works: parallel_training='mp'), or set distributed_mode='single'."
             )
@@ -394,6 +394,18 @@ class PreferenceTrainerBase(TrainerBase):
             else:
                 out[key] = float("nan")
         return merged, out
+
+    def attach_reference_logps_sharded(self, pairs: Sequence[PreferencePair]) -> None:
+        """:meth:`attach_reference_logps` for pairs every rank holds: each rank scores its
+        share and the values are gathered (a single process scores them all)."""
+        if not self.dist.is_distributed:
+            self.attach_reference_logps(pairs)
+            return
+        mine = self.rank_share(pairs)
+        self.attach_reference_logps(mine)
+        parts = all_gather_objects([p.reference_logps for p in mine], self.dist)
+        for pair, logps in zip(pairs, [v for part in parts for v in part]):
+            pair.reference_logps = logps
 
     # ------------------------------------------------------------------ log-probs
     def sequence_logps(

@@ -24,6 +24,12 @@ import numpy as np
 
 from comlrl.core.centralized import CentralizedCollaboration
 from comlrl.core.devices import plan_devices
+from comlrl.core.distributed import (
+    all_gather_objects,
+    all_reduce_sum,
+    barrier,
+    broadcast_object,
+)
 from comlrl.core.models import ensure_pad_token, freeze_model, load_causal_lm
 from comlrl.core.rewards.ranges import get_reward_range
 from comlrl.pbrl import drift
@@ -367,25 +373,57 @@ class IterativeMixin:
         iteration = stage + 1
         if self.snapshots_enabled and stage == 0:
             # Written on every fresh start, so a reused output_dir never serves a stale policy.
-            save_policy(self.policy_dir, INITIAL, self.agents, self.tokenizers)
+            self._save_snapshot(INITIAL)
         if self.replay.writes and not self.replay.directory:
             self.replay.directory = self._output_dir(a.preference_replay_dir, "preference_replay")
         params = self.sampling_params(self.generation_kwargs)
         comparator = self._open_comparator(iteration)
+        # Under several processes each rank samples its share of the items; every rank then
+        # holds all the pairs (in item order) and selects the same training pairs.
+        items = self.rank_share(list(self.get_train_dataloader()))
         try:
-            pairs, seen = self._iteration_pairs(
-                list(self.get_train_dataloader()), comparator, params, iteration
-            )
+            pairs, seen = self._iteration_pairs(items, comparator, params, iteration)
         finally:
             comparator.close()
             del comparator
-        self.replay.add(iteration, pairs)
+        pairs, seen = self._gather_iteration(pairs, seen)
+        self._replay_add(iteration, pairs)
         selected = self.replay.select(pairs)
         self._log_iteration(iteration, pairs, selected, seen)
         if not selected:
             self._warn_no_pairs()
         self._train_on_selected(selected)
         return True
+
+    # ------------------------------------------------------------------ several processes
+    def _save_snapshot(self, name: str) -> None:
+        """Rank 0 saves the policy snapshot; every rank waits until it is on disk."""
+        if self.is_main_process:
+            save_policy(self.policy_dir, name, self.agents, self.tokenizers)
+        barrier(self.dist)
+
+    def _gather_iteration(self, pairs, seen):
+        """Every rank's pairs (rank order = item order), the rewards seen for the drift
+        logger, and the comparator call count (so checkpoints agree across ranks)."""
+        if not self.dist.is_distributed:
+            return pairs, seen
+        parts = all_gather_objects((pairs, seen, self.comparator_calls), self.dist)
+        merged = [p for part, _, _ in parts for p in part]
+        seen = {key: [r for _, s, _ in parts for r in s[key]] for key in seen}
+        self.comparator_calls = max(calls for _, _, calls in parts)
+        return merged, seen
+
+    def _replay_add(self, iteration: int, pairs) -> None:
+        """Register the iteration's pairs; rank 0 writes the replay shard and every rank reads
+        its description (the shard files must be on a file system all ranks see)."""
+        if not self.dist.is_distributed:
+            self.replay.add(iteration, pairs)
+            return
+        if self.is_main_process:
+            self.replay.add(iteration, pairs)
+        state = broadcast_object(self.replay.state_dict(), self.dist)
+        if not self.is_main_process:
+            self.replay.load_state_dict(state)
 
     def _log_iteration(self, iteration, pairs, selected, seen) -> None:
         metrics = {
@@ -394,11 +432,13 @@ class IterativeMixin:
             "iter/total_preference_pairs": float(self.replay.total_pairs),
             "iter/train_preference_pairs": float(len(selected)),
         }
+        # Counters of this rank's own calls: totals over ranks (the log averages over ranks).
+        total = functools.partial(all_reduce_sum, ctx=self.dist)
         if self._splitter is not None or self.collaboration is not None:
-            metrics["iter/comparator_parse_failures"] = float(self._joint_builder.parse_failures)
+            metrics["iter/comparator_parse_failures"] = total(self._joint_builder.parse_failures)
         if self.api_client is not None:
-            metrics["iter/api_requests"] = float(self.api_client.requests_sent)
-            metrics["iter/api_retries"] = float(self.api_client.retries)
+            metrics["iter/api_requests"] = total(self.api_client.requests_sent)
+            metrics["iter/api_retries"] = total(self.api_client.retries)
         if self.reward_histogram is not None:
             chosen = {
                 "target": [
@@ -411,7 +451,8 @@ class IterativeMixin:
             record = drift.iteration_record(
                 self.reward_histogram, iteration, seen, chosen, len(selected)
             )
-            drift.write_iteration(self.reward_distribution_dir, record)
+            if self.is_main_process:
+                drift.write_iteration(self.reward_distribution_dir, record)
             metrics.update(drift.summary_metrics(record))
             sink = self._ensure_logger().wandb
             if sink is not None:
@@ -423,7 +464,7 @@ class IterativeMixin:
 
     def _finish_stage(self, stage: int) -> None:
         if self.snapshots_enabled:
-            save_policy(self.policy_dir, snapshot_name(stage + 1), self.agents, self.tokenizers)
+            self._save_snapshot(snapshot_name(stage + 1))
 
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()
@@ -472,8 +513,6 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
     algorithm_name = "MADPOIter"
     default_config_cls = MADPOIterConfig
     checkpoint_kind = "madpo_iter"
-    # Its iterations sample, replay and snapshot without sharding across ranks (yet).
-    multi_process_ready = False
 
     @functools.wraps(MADPOTrainer.__init__)
     def __init__(self, *args: Any, **kwargs: Any):
@@ -484,7 +523,7 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
         if not self.args.reference_free:
             for pair in selected:
                 pair.reference_logps = None
-            self.attach_reference_logps(selected)
+            self.attach_reference_logps_sharded(selected)
         self.iteration_pairs = list(selected)
 
     def _stage_units(self, stage: int):
@@ -495,7 +534,7 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
         return units
 
     def _run_unit(self, unit) -> None:
-        self._dpo_unit([self.iteration_pairs[i] for i in unit[1]])
+        self._dpo_unit(self.rank_share([self.iteration_pairs[i] for i in unit[1]]))
 
 
 class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
@@ -507,8 +546,6 @@ class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
     """
 
     algorithm_name = "MARLHFIter"
-    # Its iterations sample, replay and snapshot without sharding across ranks (yet).
-    multi_process_ready = False
     default_config_cls = MARLHFIterConfig
     checkpoint_kind = "marlhf_iter"
 

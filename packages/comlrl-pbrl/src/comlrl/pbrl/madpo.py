@@ -188,7 +188,6 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
     algorithm_name = "MADPO"
     default_config_cls = MADPOConfig
     checkpoint_kind = "madpo"
-    multi_process_ready = True
 
     def __init__(
         self,

@@ -328,7 +328,6 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     algorithm_name = "MARLHF"
     default_config_cls = MARLHFConfig
     checkpoint_kind = "marlhf"
-    multi_process_ready = True
 
     def __init__(
         self,
