@@ -125,10 +125,16 @@ def _train(args: argparse.Namespace) -> int:
             if not os.path.isfile(saved):
                 raise SystemExit(f"--resume: {run_dir} has no config.yaml; pass --config.")
             run = _compose_run(load_yaml(saved), args)
-        print(f"resuming {run_dir} from {resume}")
+        _say(f"resuming {run_dir} from {resume}")
     run_dir = run_training(run, resume=resume)
-    print(f"run written to {run_dir}")
+    _say(f"run written to {run_dir}")
     return 0
+
+
+def _say(text: str) -> None:
+    """Print once per run: under a multi-process launcher only rank 0 speaks."""
+    if os.environ.get("RANK", "0") in ("", "0"):
+        print(text)
 
 
 def _list() -> int:
