@@ -91,14 +91,17 @@ def test_ranks_hold_identical_weights_at_every_step(launch, run):
     assert r0["magrpo"]["world_size"] == 2
 
 
+def _single_process(run: str, tmp_path: Path):
+    """The 2-process run ``run`` ("magrpo" or "iac") as one process, not yet trained."""
+    if run == "magrpo":
+        return worker.build_magrpo(str(tmp_path / "run"), epochs=2)
+    return worker.build_iac(str(tmp_path / "run"))
+
+
 @pytest.mark.parametrize("run", ["magrpo", "iac"])
 def test_weights_equal_a_single_process_run(launch, tmp_path, run):
     out, _ = launch
-    trainer = (
-        worker.build_magrpo(str(tmp_path / "run"), epochs=2)
-        if run == "magrpo"
-        else worker.build_iac(str(tmp_path / "run"))
-    )
+    trainer = _single_process(run, tmp_path)
     assert trainer.dist.world_size == 1
     trainer.train()
     mine = worker.final_state(trainer, trainer.trainable_models())
@@ -245,11 +248,7 @@ def test_fsdp_ranks_hold_identical_sharded_agents_at_every_step(fsdp_launch, run
 @pytest.mark.parametrize("run", ["magrpo", "iac"])
 def test_fsdp_weights_equal_a_single_process_run(fsdp_launch, tmp_path, run):
     out, _ = fsdp_launch
-    trainer = (
-        worker.build_magrpo(str(tmp_path / "run"), epochs=2)
-        if run == "magrpo"
-        else worker.build_iac(str(tmp_path / "run"))
-    )
+    trainer = _single_process(run, tmp_path)
     trainer.train()
     mine = worker.final_state(trainer, trainer.trainable_models())
     theirs = torch.load(out / f"{run}_final.pt", weights_only=True)
