@@ -43,10 +43,14 @@ def full_tensor(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if is_dtensor(value) else value
 
 
-def full_state_dict(state: dict[str, Any], model: Any = None) -> dict[str, Any]:
+def full_state_dict(
+    state: dict[str, Any], model: Any = None, *, keep: bool = True
+) -> dict[str, Any]:
     """``state`` with every ``DTensor`` gathered into a plain tensor (collective: every rank
     gathers the same entries in the same order). Entries that are one parameter of ``model``
-    (tied weights) stay one tensor, so aliases survive."""
+    (tied weights) stay one tensor, so aliases survive. ``keep=False`` joins the gathers and
+    keeps nothing (a rank that will not save), so no rank holds more than one full tensor of
+    the model on its device at a time beyond what it keeps on the CPU."""
     owner: dict[str, int] = {}
     if model is not None:
         for name, param in model.named_parameters(remove_duplicate=False):
@@ -58,13 +62,15 @@ def full_state_dict(state: dict[str, Any], model: Any = None) -> dict[str, Any]:
             out[key] = value
             continue
         ident = owner.get(key)
-        if ident is None:
-            out[key] = value.full_tensor()
+        if ident is not None and ident in gathered:
+            out[key] = gathered[ident]  # a tied weight: gathered once, on every rank alike
             continue
-        if ident not in gathered:
-            gathered[ident] = value.full_tensor()
-        out[key] = gathered[ident]
-    return out
+        full = value.full_tensor()
+        full = full.to("cpu") if keep else None
+        if ident is not None:
+            gathered[ident] = full
+        out[key] = full
+    return out if keep else {}
 
 
 def like_placement(value: torch.Tensor, template: Any) -> torch.Tensor:
@@ -203,18 +209,25 @@ class ShardedAgents:
         plain tensors (gathered on every rank: every rank must enter), so saving code written
         for unsharded models works unchanged on rank 0."""
         patched = []
+        keep = self.ctx.is_main  # only rank 0 saves; the others just join the gathers
         for model in self.roots:
-            full = full_state_dict(model.state_dict(), model)
-            model.state_dict = lambda *a, _full=full, **k: dict(_full)
-            patched.append(model)
+            full = full_state_dict(model.state_dict(), model, keep=keep)
+            if keep:
+                model.state_dict = lambda *a, _full=full, **k: dict(_full)
+                patched.append(model)
         for optimizer in optimizers:
             state = optimizer.state_dict()
-            state["state"] = {
-                pid: {k: full_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in e.items()}
-                for pid, e in state["state"].items()
-            }
-            optimizer.state_dict = lambda *a, _state=state, **k: _state
-            patched.append(optimizer)
+            entries = {}
+            for pid, entry in state["state"].items():
+                entries[pid] = {}
+                for k, v in entry.items():
+                    if isinstance(v, torch.Tensor) and is_dtensor(v):
+                        v = v.full_tensor().to("cpu")
+                    entries[pid][k] = v
+            if keep:
+                state["state"] = entries
+                optimizer.state_dict = lambda *a, _state=state, **k: _state
+                patched.append(optimizer)
         try:
             yield
         finally:
