@@ -113,8 +113,9 @@ def test_no_forward_outside_the_update_needs_gradients(tmp_path, monkeypatch):
     update = [c for c in calls if c[0]]
     # 2 agents x 1 batched call over the 2 prompts (not 2 prompts x 2 generations)
     assert rollout == [(False, 2), (False, 2)]
-    # one batched critic forward per agent and mini-batch (4 samples at once)
-    assert update == [(True, 4), (True, 4)]
+    # one batched critic forward per agent and mini-batch: the 4 samples' 2 distinct prompts
+    # (a prompt's K samples share its value, so it is encoded once)
+    assert update == [(True, 2), (True, 2)]
 
 
 def test_value_head_reads_values_from_the_policy_forward(tmp_path, monkeypatch):
@@ -149,3 +150,35 @@ def test_nonfinite_loss_raises_or_skips(tmp_path):
     with pytest.warns(UserWarning, match="non-finite"):
         trainer.train()
     assert trainer.skipped_nonfinite > 0
+
+
+@pytest.mark.parametrize("clip", [None, 0.2])
+def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path, clip):
+    from comlrl.ac.targets import value_error
+
+    trainer = make_maac(tmp_path, logprob_max_tokens=12)
+    trainer.args.value_clip_range = clip
+    critic = trainer.critic
+    pad = trainer.tokenizers[0].pad_token_id
+    a, b, c = [5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]
+    rows = [a, b, a, c, a, b]  # K samples of a prompt share its row
+    targets = [0.5, -1.0, 2.0, 0.25, -0.5, 1.5]
+    old = [0.1, -0.2, 0.1, 0.3, 0.1, -0.2]
+    forwards = []
+    original = critic.last_token_values
+    critic.last_token_values = lambda r, p: forwards.append(len(r)) or original(r, p)
+    opt = torch.optim.SGD(critic.parameters(), lr=0.0)
+    err = trainer._critic_step(critic, opt, rows, targets, old, pad, "test")
+    got = {n: p.grad.clone() for n, p in critic.named_parameters() if p.grad is not None}
+    assert sum(forwards) == 3  # three distinct rows, not six
+    critic.zero_grad(set_to_none=True)
+    total = 0.0
+    for r, t, o in zip(rows, targets, old):  # each row alone, as before
+        v = original([r], pad)
+        e = value_error(v, torch.tensor([t]), torch.tensor([o]), clip)
+        (trainer.args.value_loss_coef * e.sum() / len(rows)).backward()
+        total += e.item()
+    assert err == pytest.approx(total / len(rows), abs=1e-5)
+    for n, p in critic.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(got[n], p.grad, atol=1e-6, rtol=1e-4), n

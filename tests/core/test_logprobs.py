@@ -54,3 +54,25 @@ def test_micro_batches_respect_budget():
     for g in groups:
         assert len(g) == 1 or max(lengths[i] for i in g) * len(g) <= 40
     assert list(micro_batches(lengths, None)) == [list(range(5))]
+
+
+def test_padding_aware_micro_batches_cut_where_padding_costs_more_than_a_forward():
+    from comlrl.core.logprobs import padded_tokens, padding_aware_micro_batches
+
+    prompts = [10, 10, 10, 10, 10, 10]
+    comps = [64, 12, 60, 10, 11, 62]
+    groups = padding_aware_micro_batches(prompts, comps, None, forward_cost=32)
+    # every row exactly once; short and long rows apart, each group in length order
+    assert sorted(i for g in groups for i in g) == list(range(6))
+    assert groups == [[3, 4, 1], [2, 5, 0]]
+    assert padded_tokens(groups, prompts, comps) == 3 * (10 + 12) + 3 * (10 + 64)
+    # a huge forward cost never splits (one group, as length_sorted_micro_batches without a cap)
+    assert padding_aware_micro_batches(prompts, comps, None, forward_cost=10**9) == [
+        [3, 4, 1, 2, 5, 0]
+    ]
+    # the token cap still holds
+    for g in padding_aware_micro_batches(prompts, comps, 150, forward_cost=10**9):
+        assert padded_tokens([g], prompts, comps) <= 150 or len(g) == 1
+    assert padding_aware_micro_batches([], [], 100) == []
+    with pytest.raises(ValueError):
+        padding_aware_micro_batches([1], [], 100)

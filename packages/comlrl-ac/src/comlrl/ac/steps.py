@@ -14,7 +14,11 @@ import torch
 
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
-from comlrl.core.logprobs import completion_logprobs, micro_batches
+from comlrl.core.logprobs import (
+    completion_logprobs,
+    length_sorted_micro_batches,
+    micro_batches,
+)
 from comlrl.core.sharding import clip_gradients
 from comlrl.core.values import ValueModel
 
@@ -89,13 +93,18 @@ class OptimizationSteps:
         self, agent: int, batch: list[RolloutSample], advs: list[float]
     ) -> tuple[float, float] | None:
         """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs, no
-        ratio, no clipping), one padded forward per micro-batch."""
+        ratio, no clipping), one padded forward per micro-batch (rows grouped by length, so
+        little padding; the loss is a sum over rows, so the grouping does not change it)."""
         model, opt = self.agents[agent], self.agent_optimizers[agent]
         pad = self.tokenizers[agent].pad_token_id
-        lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        for idx in micro_batches(lengths, self.args.logprob_max_tokens):
+        groups = length_sorted_micro_batches(
+            [len(s.prompt_ids) for s in batch],
+            [len(s.completion_ids) for s in batch],
+            self.args.logprob_max_tokens,
+        )
+        for idx in groups:
             lp = completion_logprobs(
                 model,
                 [batch[j].prompt_ids for j in idx],
@@ -123,12 +132,25 @@ class OptimizationSteps:
         pad_id: int,
         label: str,
     ) -> float | None:
-        """One critic step on ``value_loss_coef · mean(value_error)``; returns the mean error."""
+        """One critic step on ``value_loss_coef · mean(value_error)``; returns the mean error.
+
+        Rows with the same input (the K samples of one prompt share their state's value) are
+        encoded once: each distinct row's value serves every sample that has it, so its gradient
+        sums over them, exactly as if each were encoded alone. Distinct rows go through padded
+        forwards in length order, cut by ``logprob_max_tokens``."""
         a = self.args
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        for idx in micro_batches([len(r) for r in rows], a.logprob_max_tokens):
-            values = critic.last_token_values([rows[j] for j in idx], pad_id)
+        members: dict[tuple[int, ...], list[int]] = {}
+        for j, r in enumerate(rows):
+            members.setdefault(tuple(r), []).append(j)
+        distinct = sorted(members, key=len)
+        for idx in micro_batches([len(r) for r in distinct], a.logprob_max_tokens):
+            values = critic.last_token_values([list(distinct[u]) for u in idx], pad_id)
+            # expand each distinct row's value to the samples that share it
+            owners = [(pos, j) for pos, u in enumerate(idx) for j in members[distinct[u]]]
+            values = values[[pos for pos, _ in owners]]
+            idx = [j for _, j in owners]
             t = torch.tensor([targets[j] for j in idx], dtype=values.dtype, device=values.device)
             o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
             err = value_error(values, t, o, a.value_clip_range)
