@@ -176,3 +176,113 @@ def test_nonfinite_loss_raises_or_is_skipped(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="non-finite"):
         assert trainer.dpo_update([pair]) is None
     assert trainer.skipped_nonfinite == 1
+
+
+def _shared_pairs(tok):
+    """Three pairs of one prompt that reuse candidates (one winner beats two losers; one loser
+    loses twice), as DPO updates over K candidates produce."""
+    eos = tok.eos_token_id
+    p0 = tok("Write a story about a cat.")["input_ids"]
+    p1 = tok("Write a story about the sea.")["input_ids"]
+    a = [[11, 42, 7, eos], [5, 6, eos]]
+    b = [[13, eos], [9, 8, 30, 31, 2]]
+    c = [[21, 22, 23, 24, 25, eos], [5, 6, eos]]  # agent 1 wrote the same text as in ``a``
+
+    def pair(w, lo):
+        return PreferencePair(
+            prompts=["a", "b"],
+            winner_completions=["w0", "w1"],
+            loser_completions=["l0", "l1"],
+            prompt_ids=[p0, p1],
+            winner_ids=[list(x) for x in w],
+            loser_ids=[list(x) for x in lo],
+            winner_reward=1.0,
+            loser_reward=0.0,
+            candidate_reward_mean=0.5,
+        )
+
+    return [pair(a, b), pair(a, c), pair(c, b)]
+
+
+@pytest.mark.parametrize("reference_free", [True, False])
+def test_pair_groups_under_a_token_cap_give_the_uncapped_gradient(tmp_path, reference_free):
+    pairs = None
+    results = []
+    for cap in (None, 24):
+        trainer, tok = _trainer(tmp_path, logprob_max_tokens=cap, reference_free=reference_free)
+        if pairs is None:
+            pairs = _shared_pairs(tok)
+            for p, ref in zip(pairs, ([-3.0, -1.0], [-2.0, -4.0], [-1.5, -0.5])):
+                p.reference_logps = [ref, [r / 2 for r in ref]]
+        for m in trainer.agents:
+            m.zero_grad(set_to_none=True)
+        out = trainer.compute_dpo_loss(pairs, backward=True)
+        grads = [
+            {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+            for m in trainer.agents
+        ]
+        results.append((out, grads))
+    (out_a, grads_a), (out_b, grads_b) = results
+    _assert_same(grads_a, grads_b)
+    assert out_b.loss.item() == pytest.approx(out_a.loss.item(), abs=1e-5)
+    for field in ("chosen", "rejected", "actor_margins"):
+        for x, y in zip(getattr(out_a, field), getattr(out_b, field)):
+            assert torch.allclose(x, y, atol=1e-4), field  # same pair order
+    assert torch.allclose(out_a.margins, out_b.margins, atol=1e-4)
+
+
+def test_distinct_rows_score_a_repeated_candidate_once(tmp_path):
+    from comlrl.core.logprobs import padded_tokens, padding_aware_micro_batches
+    from comlrl.pbrl.pair_batches import distinct_rows, pair_groups
+
+    trainer, tok = _trainer(tmp_path)
+    pairs = _shared_pairs(tok)
+    rows = distinct_rows(
+        [p.prompt_ids[1] for p in pairs],
+        [p.winner_ids[1] for p in pairs],
+        [p.loser_ids[1] for p in pairs],
+    )
+    # agent 1: texts a == c, so two distinct rows serve six winner/loser slots
+    assert len(rows.completion_ids) == 2
+    assert rows.winner_rows == [0, 0, 0] and rows.loser_rows == [1, 0, 1]
+    for cap in (None, 1, 24, 40, 10_000):
+        groups = pair_groups(pairs, cap)
+        assert sorted(j for g in groups for j in g) == [0, 1, 2]
+        for g in groups:
+            if len(g) == 1:
+                continue  # a pair alone may exceed the cap
+            for i in range(2):
+                r = distinct_rows(
+                    [pairs[j].prompt_ids[i] for j in g],
+                    [pairs[j].winner_ids[i] for j in g],
+                    [pairs[j].loser_ids[i] for j in g],
+                )
+                p = [len(x) for x in r.prompt_ids]
+                c = [len(x) for x in r.completion_ids]
+                # the group's forwards (as row_logps splits them) fit the cap together
+                split = padding_aware_micro_batches(p, c, cap)
+                assert cap is None or padded_tokens(split, p, c) <= cap
+    assert len(pair_groups(pairs, None)) == 1 and len(pair_groups(pairs, 1)) == 3
+
+
+def test_reference_logprobs_score_each_distinct_candidate_once(tmp_path, monkeypatch):
+    import comlrl.pbrl.pair_batches as pair_batches
+
+    trainer, tok = _trainer(tmp_path, reference_free=False)
+    pairs = _shared_pairs(tok)
+    rows = []
+    original = pair_batches.completion_logprobs
+
+    def spy(model, prompts, comps, pad):
+        rows.append(len(comps))
+        return original(model, prompts, comps, pad)
+
+    monkeypatch.setattr(pair_batches, "completion_logprobs", spy)
+    trainer.attach_reference_logps(pairs)
+    assert sum(rows) == 3 + 2  # agent 0: three distinct candidates; agent 1: two
+    with torch.no_grad():
+        for p in pairs:
+            for i, m in enumerate(trainer.agents):
+                w = _manual_logp(m, p.prompt_ids[i], p.winner_ids[i]).item()
+                lo = _manual_logp(m, p.prompt_ids[i], p.loser_ids[i]).item()
+                assert p.reference_logps[i] == pytest.approx([w, lo], abs=1e-4)

@@ -86,12 +86,3 @@ def joint_dpo_loss(
         chosen=[c.detach().float() for c in chosen],
         rejected=[r.detach().float() for r in rejected],
     )
-
-
-def margin_gradients(margins: torch.Tensor, beta: float) -> torch.Tensor:
-    """``dL/d margin_p`` of the mean joint loss: ``-beta * sigmoid(-beta * m_p) / B``.
-
-    Used when log-probs are recomputed in micro-batches: each actor then backpropagates
-    ``sum_p g_p * (logp_w - logp_l)``, which has the same gradient as the joint loss.
-    """
-    return -beta * torch.sigmoid(-beta * margins) / margins.numel()

@@ -13,7 +13,8 @@ import torch
 
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
-from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss, margin_gradients
+from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss
+from comlrl.pbrl.pair_batches import distinct_rows, pair_groups, row_logps
 from comlrl.pbrl.pairs import PreferencePair
 
 
@@ -36,9 +37,12 @@ class DPOMixin:
     def compute_dpo_loss(self, pairs: Sequence[PreferencePair], *, backward: bool) -> DPOOutput:
         """The joint DPO loss of ``pairs``; with ``backward`` its gradients are accumulated.
 
-        Each actor scores its winners and losers in one padded forward (micro-batched only when
-        ``logprob_max_tokens`` caps it; then a no-grad pass finds the margins first and each
-        micro-batch backpropagates its share, which gives the same gradient).
+        Each distinct winner or loser row is scored once per group of pairs, an actor's rows
+        in a few padded forwards of similar lengths. Without a ``logprob_max_tokens`` cap every
+        pair is in one group; with it, pairs are grouped so each actor's rows of a group fit the
+        cap, and each group's share of the loss is backpropagated before the next group is
+        scored (the loss is a mean over pairs, so the gradient is the same; see
+        :mod:`comlrl.pbrl.pair_batches`).
         """
         a = self.args
         n = len(pairs)
@@ -55,39 +59,67 @@ class DPOMixin:
                 torch.tensor([p.reference_logps[i][1] for p in pairs])
                 for i in range(self.num_agents)
             ]
-        rows = []
-        for i in range(self.num_agents):
-            prompts = [p.prompt_ids[i] for p in pairs] * 2
-            comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
-            rows.append((prompts, comps))
-        split_pass = backward and a.logprob_max_tokens is not None
-        chosen, rejected = [], []
-        for i, (prompts, comps) in enumerate(rows):
-            values = self.sequence_logps(i, prompts, comps, grad=backward and not split_pass)
-            chosen.append(values[:n])
-            rejected.append(values[n:])
-        out = joint_dpo_loss(chosen, rejected, a.dpo_beta, ref_c, ref_r)
-        if not torch.isfinite(out.loss):
-            return out
-        if backward and not split_pass:
-            out.loss.backward()
-        elif split_pass:
-            coef = margin_gradients(out.margins, a.dpo_beta)
-            weights = torch.cat([coef, -coef]).tolist()
-            for i, (prompts, comps) in enumerate(rows):
-                self._backward_in_chunks(i, prompts, comps, weights)
-        return out
+        budget = a.logprob_max_tokens
+        groups = pair_groups(pairs, budget) if backward else [list(range(n))]
+        parts: list[DPOOutput] = []
+        for group in groups:
+            members = [pairs[j] for j in group]
+            with torch.enable_grad() if backward else torch.no_grad():
+                chosen, rejected = [], []
+                for i in range(self.num_agents):
+                    rows = distinct_rows(
+                        [p.prompt_ids[i] for p in members],
+                        [p.winner_ids[i] for p in members],
+                        [p.loser_ids[i] for p in members],
+                    )
+                    values = row_logps(
+                        self.agents[i],
+                        rows.prompt_ids,
+                        rows.completion_ids,
+                        self.tokenizers[i].pad_token_id,
+                        budget,
+                    )
+                    chosen.append(values[rows.winner_rows])
+                    rejected.append(values[rows.loser_rows])
+                part = joint_dpo_loss(
+                    chosen,
+                    rejected,
+                    a.dpo_beta,
+                    None if ref_c is None else [r[group] for r in ref_c],
+                    None if ref_r is None else [r[group] for r in ref_r],
+                )
+            if not torch.isfinite(part.loss):
+                return part
+            if backward:
+                (part.loss * (len(group) / n)).backward()
+            parts.append(part)
+        return _merge_parts(parts, groups, n)
 
-    def _backward_in_chunks(self, actor: int, prompts, comps, weights) -> None:
-        from comlrl.core.logprobs import completion_logprobs, micro_batches
+    def sequence_logps(
+        self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
+    ) -> torch.Tensor:
+        """As the base's, scoring each distinct ``(prompt, completion)`` row once (a candidate
+        in several pairs gets its reference log-prob once), rows in length order."""
+        model = self.agents[actor] if model is None else model
+        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        owner = [
+            index.setdefault((tuple(p), tuple(c)), len(index))
+            for p, c in zip(prompt_ids, completion_ids)
+        ]
+        with torch.enable_grad() if grad else torch.no_grad():
+            values = row_logps(
+                model,
+                [list(p) for p, _ in index],
+                [list(c) for _, c in index],
+                self.tokenizers[actor].pad_token_id,
+                self.args.logprob_max_tokens,
+            )
+            return values[owner]
 
-        model = self.agents[actor]
-        pad = self.tokenizers[actor].pad_token_id
-        lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
-        for idx in micro_batches(lengths, self.args.logprob_max_tokens):
-            lp = completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad)
-            w = torch.tensor([weights[i] for i in idx], device=lp.values.device)
-            (w * lp.sequence_sum()).sum().backward()
+    def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
+        """As the base's; the time counts towards ``timing/update``."""
+        with self.timed("update"):
+            super().attach_reference_logps(pairs)
 
     def dpo_update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
         """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped)."""
@@ -126,7 +158,8 @@ class DPOMixin:
 
     def _dpo_unit(self, pairs: Sequence[PreferencePair]) -> None:
         a = self.args
-        metrics = self.dpo_update(pairs)
+        with self.timed("update"):
+            metrics = self.dpo_update(pairs)
         if a.use_environment_step:
             # Each rank trains on an equal share of the update's pairs.
             self.env_step += a.environment_steps_per_pair * len(pairs) * self.dist.world_size
@@ -170,6 +203,29 @@ class DPOMixin:
             if not units[-1]:
                 units.pop()
         return units
+
+
+def _merge_parts(parts: list[DPOOutput], groups: list[list[int]], n: int) -> DPOOutput:
+    """One output for every pair, in the pairs' order, from the outputs of pair groups."""
+    if len(parts) == 1:
+        return parts[0]
+    order = torch.tensor([j for group in groups for j in group])
+    position = torch.empty_like(order)
+    position[order] = torch.arange(len(order))
+
+    def joined(tensors: list[torch.Tensor]) -> torch.Tensor:
+        values = torch.cat([t.to(tensors[0].device) for t in tensors])
+        return values[position.to(values.device)]
+
+    loss = sum(p.loss.detach() * (len(g) / n) for p, g in zip(parts, groups))
+    actors = range(len(parts[0].chosen))
+    return DPOOutput(
+        loss=loss,
+        margins=joined([p.margins for p in parts]),
+        actor_margins=[joined([p.actor_margins[i] for p in parts]) for i in actors],
+        chosen=[joined([p.chosen[i] for p in parts]) for i in actors],
+        rejected=[joined([p.rejected[i] for p in parts]) for i in actors],
+    )
 
 
 class MADPOTrainer(DPOMixin, PreferenceTrainerBase):

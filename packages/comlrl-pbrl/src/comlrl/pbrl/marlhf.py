@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import random
+import time
 from typing import Any
 
 import torch
@@ -208,6 +209,15 @@ class RLHFMixin:
         """Bradley-Terry training on ``pairs``; metrics are logged every epoch."""
         a = self.args
         winners, losers = self.pair_texts(pairs)
+        clock = [time.perf_counter()]
+
+        def log(epoch_metrics: dict[str, float]) -> None:
+            # each epoch's record carries the reward model's training time as timing/update
+            now = time.perf_counter()
+            self.add_timing("update", now - clock[0])
+            clock[0] = now
+            self.log_metrics(epoch_metrics)
+
         metrics = train_reward_model(
             data_parallel=TrainerDataParallel(self),
             model=self.reward_model,
@@ -219,8 +229,9 @@ class RLHFMixin:
             batch_size=a.reward_train_batch_size,
             max_length=a.reward_max_length,
             rng=self.rm_rng,
-            log=self.log_metrics,
+            log=log,
         )
+        self.add_timing("update", time.perf_counter() - clock[0])
         self.reward_model_trained = True
         self.reward_model_metrics = metrics
         return metrics
