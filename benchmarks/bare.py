@@ -25,6 +25,8 @@ from benchmarks.portable.protocol import timed_training
 from comlrl.core.logprobs import (
     completion_logprobs,
     length_sorted_micro_batches,
+    padded_tokens,
+    padding_aware_micro_batches,
     shared_prompt_logprobs,
     shared_prompt_micro_batches,
 )
@@ -257,43 +259,16 @@ class BareActorCritic:
             opt.step()
 
 
-def _sequence_logps(model, prompt_ids, completions, pad_id, device) -> torch.Tensor:
-    """Summed completion log-probs (with gradients) of each row, in one padded forward."""
-    p_width = max(len(p) for p in prompt_ids)
-    c_width = max(1, max(len(c) for c in completions))
-    b = len(prompt_ids)
-    ids = torch.full((b, p_width + c_width), pad_id, dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    cmask = torch.zeros((b, c_width))
-    for i, (p, c) in enumerate(zip(prompt_ids, completions)):
-        ids[i, p_width - len(p) : p_width + len(c)] = torch.tensor(p + c)
-        attn[i, p_width - len(p) : p_width + len(c)] = 1
-        cmask[i, : len(c)] = 1
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    ids, attn, pos, cmask = ids.to(device), attn.to(device), pos.to(device), cmask.to(device)
-    logits = (
-        model(
-            input_ids=ids,
-            attention_mask=attn,
-            position_ids=pos,
-            use_cache=False,
-            logits_to_keep=c_width + 1,
-        )
-        .logits[:, :-1]
-        .float()
-    )
-    targets = ids[:, p_width:]
-    token_lp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
-    return (token_lp * cmask).sum(-1)
-
-
 class BareMADPO:
     """Offline multi-agent DPO: candidates once, then epochs over the preference pairs.
 
     Candidates: one generate call per agent (prompts x C). Pairs: per prompt, every ordered pair
-    with a positive reward gap, largest gaps first, capped. Each update: per agent one padded
-    forward with gradients over the batch's winners and losers, one joint backward (each
-    agent's gradient equals that of its own loss with the others' margins detached), a step.
+    with a positive reward gap, largest gaps first, capped. Each update: the pairs are grouped
+    so every agent's distinct winner/loser rows of a group fit ``logprob_max_tokens`` padded
+    tokens (one group without a cap); per group, each agent scores its distinct rows with
+    gradients in padded forwards of similar lengths (the same groupers as ours) and the group's
+    share of the joint loss is backpropagated (each agent's gradient equals that of its own loss
+    with the others' margins detached); then a step per agent.
     """
 
     def __init__(self, spec: dict, epochs: int, num_items: int):
@@ -339,44 +314,79 @@ class BareMADPO:
                 self.env_step += 2 * len(pairs[start : start + size])
 
     def _update(self, sampled, batch) -> None:
-        rows = [w for w, _ in batch] + [lo for _, lo in batch]
         budget, beta, n = self.spec["logprob_max_tokens"], 0.1, len(batch)
         pad = self.tok.pad_token_id
-        per_agent = [
-            ([sampled[i][0][r] for r in rows], [sampled[i][1][r] for r in rows])
-            for i in range(len(self.agents))
-        ]
         for model in self.agents:
             model.train()
         for opt in self.opts:
             opt.zero_grad(set_to_none=True)
-        if budget is None:  # one forward per agent with gradients, one joint backward
-            deltas = []
-            for model, (prompts, comps) in zip(self.agents, per_agent):
-                lp = _sequence_logps(model, prompts, comps, pad, self.device)
-                deltas.append(lp[:n] - lp[n:])
-            loss = -torch.nn.functional.logsigmoid(beta * torch.stack(deltas).sum(0)).mean()
-            loss.backward()
-        else:  # margins without gradients, then each micro-batch backpropagates its share
-            with torch.no_grad():
-                margins = sum(
-                    (lambda lp: lp[:n] - lp[n:])(
-                        _sequence_logps(model, prompts, comps, pad, self.device)
-                    )
-                    for model, (prompts, comps) in zip(self.agents, per_agent)
+        for group in self._groups(sampled, batch, budget):
+            margins = 0
+            for i, model in enumerate(self.agents):
+                prompts, comps = sampled[i][0], sampled[i][1]
+                index: dict = {}  # each distinct (prompt, completion) row scored once
+                for r in [r for j in group for r in batch[j]]:
+                    index.setdefault((tuple(prompts[r]), tuple(comps[r])), len(index))
+                keys = list(index)
+                order = padding_aware_micro_batches(
+                    [len(p) for p, _ in keys], [len(c) for _, c in keys], budget
                 )
-            coef = -beta * torch.sigmoid(-beta * margins) / n
-            weights = torch.cat([coef, -coef]).tolist()
-            for model, (prompts, comps) in zip(self.agents, per_agent):
-                clen = [len(c) for c in comps]
-                for idx in length_sorted_micro_batches([len(p) for p in prompts], clen, budget):
-                    lp = completion_logprobs(
-                        model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
-                    )
-                    w = torch.tensor([weights[i] for i in idx], device=lp.values.device)
-                    (w * lp.sequence_sum()).sum().backward()
+                parts = [
+                    completion_logprobs(
+                        model, [keys[k][0] for k in idx], [keys[k][1] for k in idx], pad
+                    ).sequence_sum()
+                    for idx in order
+                ]
+                flat = [k for idx in order for k in idx]
+                lp = torch.cat(parts)
+                lp = lp[torch.tensor(flat, device=lp.device).argsort()]
+
+                def at(r, prompts=prompts, comps=comps, lp=lp, index=index):
+                    return lp[index[(tuple(prompts[r]), tuple(comps[r]))]]
+
+                margins = margins + torch.stack([at(batch[j][0]) - at(batch[j][1]) for j in group])
+            # the loss is a mean over pairs: each group backpropagates its share
+            (-torch.nn.functional.logsigmoid(beta * margins).sum() / n).backward()
         for opt in self.opts:
             opt.step()
+
+    def _groups(self, sampled, batch, budget) -> list[list[int]]:
+        """Pairs grouped so every agent's distinct rows of a group fit ``budget`` padded tokens
+        in all, as its forwards split them (pairs visited by their longest completion); None:
+        one group."""
+        if budget is None:
+            return [list(range(len(batch)))]
+        agents = range(len(self.agents))
+
+        def longest(j):
+            lens = [max(len(sampled[i][1][r]) for r in batch[j]) for i in agents]
+            return max(lens), sum(lens)
+
+        groups, group, rows = [], [], [set() for _ in agents]
+        for j in sorted(range(len(batch)), key=longest):
+            grown = [
+                rows[i] | {(tuple(sampled[i][0][r]), tuple(sampled[i][1][r])) for r in batch[j]}
+                for i in agents
+            ]
+            fits = all(_padded(list(g), budget) <= budget for g in grown)
+            if group and not fits:
+                groups.append(group)
+                group = []
+                grown = [
+                    {(tuple(sampled[i][0][r]), tuple(sampled[i][1][r])) for r in batch[j]}
+                    for i in agents
+                ]
+            group.append(j)
+            rows = grown
+        groups.append(group)
+        return groups
+
+
+def _padded(rows: list[tuple], budget) -> int:
+    """Padded tokens of distinct ``(prompt, completion)`` rows split into forwards."""
+    p = [len(r[0]) for r in rows]
+    c = [len(r[1]) for r in rows]
+    return padded_tokens(padding_aware_micro_batches(p, c, budget), p, c)
 
 
 BARE = {"magrpo": BareMAGRPO, "iac": BareActorCritic, "maac": BareActorCritic, "madpo": BareMADPO}
