@@ -58,8 +58,11 @@ def main(argv=None):
     trainer.train()
     trainer.save_model(f"{args.out}/agents")
 
-    rewards = [r["turn_1/reward_mean"] for r in read_metrics(f"{args.out}/metrics.jsonl")
-               if "turn_1/reward_mean" in r]
+    rewards = [
+        r["turn_1/reward_mean"]
+        for r in read_metrics(f"{args.out}/metrics.jsonl")
+        if "turn_1/reward_mean" in r
+    ]
     quarter = max(1, len(rewards) // 4)
     print(f"mean reward, first quarter: {statistics.mean(rewards[:quarter]):.3f}")
     print(f"mean reward, last quarter:  {statistics.mean(rewards[-quarter:]):.3f}")

@@ -15,8 +15,9 @@ from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.tasks.length_ratio import dataset, length_ratio_reward
 
 
-def feedback(*, prompt, agent_completions, num_agents, prompt_history_per_agent,
-             response_history_per_agent):
+def feedback(
+    *, prompt, agent_completions, num_agents, prompt_history_per_agent, response_history_per_agent
+):
     """The external transition: next-turn prompts built from the previous answers."""
     first, second = agent_completions
     ratio = len(second) / max(1, len(first))

@@ -245,7 +245,9 @@ def test_accelerate_sharding_requests():
     with pytest.raises(ValueError, match="fsdp_offload_params: false"):
         check_sharding_request({"ACCELERATE_USE_FSDP": "true", "FSDP_OFFLOAD_PARAMS": "true"})
     with pytest.warns(UserWarning, match="fsdp_reshard_after_forward: false"):
-        check_sharding_request({"ACCELERATE_USE_FSDP": "true", "FSDP_RESHARD_AFTER_FORWARD": "true"})
+        check_sharding_request(
+            {"ACCELERATE_USE_FSDP": "true", "FSDP_RESHARD_AFTER_FORWARD": "true"}
+        )
 
 
 def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
