@@ -127,9 +127,15 @@ class ShardedAgents:
             if ids & ({id(p) for p in root.parameters()} | self._sharded_ids[id(root)])
         ]
 
-    def owns(self, param: torch.nn.Parameter) -> bool:
-        """Whether ``param`` belongs to a sharded agent (its gradients sync through FSDP)."""
-        return bool(self.roots_of([param]))
+    def split(self, params: Iterable[torch.nn.Parameter]) -> tuple[list[Any], list[Any]]:
+        """``params`` split into the sharded models owning some of them and the parameters of
+        no sharded model (replicated ones, e.g. critics)."""
+        params = list(params)
+        roots = self.roots_of(params)
+        owned = set().union(
+            *({id(p) for p in r.parameters()} | self._sharded_ids[id(r)] for r in roots)
+        )
+        return roots, [p for p in params if id(p) not in owned]
 
     # ------------------------------------------------------------------ gathering
     def _set(self, model: Any, *, sync: bool, reshard: bool) -> None:

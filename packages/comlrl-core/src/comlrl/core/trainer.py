@@ -271,19 +271,18 @@ class TrainerBase:
         params = list(parameters)
         dist = self.dist
         sharded = getattr(self, "sharded", None)
+        replicated = params
         if sharded is not None:
             # FSDP reduce-scatters the sharded agents' gradients; the rest (e.g. critics) are
             # replicated and all-reduced below. The agents' parameters come back sharded.
-            roots = sharded.roots_of(params)
+            roots, replicated = sharded.split(params)
             if roots:
-                others = [p for p in params if not sharded.owns(p)]
-                params = sharded.reduce_gradients(params) + others
+                params = sharded.reduce_gradients(params) + replicated
         if dist.is_distributed:
             worker = current_worker()
             group = (
                 self._worker_groups[worker] if worker is not None and self._worker_groups else None
             )
-            replicated = [p for p in params if sharded is None or not sharded.owns(p)]
             all_reduce_gradients(replicated, dist, 1.0 / dist.world_size, group=group)
         for hook in getattr(self, "gradient_sync_hooks", ()):
             hook(self, params)
