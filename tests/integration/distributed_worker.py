@@ -193,6 +193,31 @@ def build_madpo_iter(output_dir: str):
     )
 
 
+def build_marlhf_iter(output_dir: str):
+    """Two MARLHFIter iterations against the current policy: the reward model refits on each
+    iteration's pairs (data-parallel), then one MAGRPO epoch per iteration."""
+    from comlrl.pbrl import MARLHFIterConfig, MARLHFIterTrainer
+
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    args = MARLHFIterConfig(
+        num_iterations=2,
+        num_train_epochs=1,
+        preference_num_candidates=3,
+        comparator_num_candidates=3,
+        preference_pairs_per_sample=2,
+        rollout_buffer_size=2,
+        reward_num_train_epochs=1,
+        reward_train_batch_size=3,
+        reward_learning_rate=1e-3,
+        output_dir=output_dir,
+        **{k: v for k, v in COMMON.items() if k != "item_seeded_sampling"},
+    )
+    return MARLHFIterTrainer(
+        agents=[m0, m1], tokenizer=tok, train_dataset=PROMPTS, reward_func=length_reward, args=args
+    )
+
+
 def digest(tensors) -> str:
     """SHA-256 over the bytes of ``tensors``, in order."""
     h = hashlib.sha256()
@@ -386,6 +411,15 @@ def main(out: str) -> None:
         for f in files
     )
     result["madpo_iter"] = record
+
+    trainer = build_marlhf_iter(os.path.join(out, "marlhf_iter"))
+    record = instrument(trainer)
+    trainer.rl_trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    trainer.train()
+    record["final"] = digest(
+        p for m in trainer.trainable_models().values() for p in m.state_dict().values()
+    )
+    result["marlhf_iter"] = record
 
     # The CLI under the launcher: one run directory (its default name has a timestamp, so the
     # ranks must agree on it), rank-0-only evaluation, logging and final save.

@@ -149,6 +149,7 @@ def test_metrics_are_the_cross_rank_mean_and_only_rank_0_writes(launch):
             "madpo_final.pt",
             "madpo_iter",
             "marlhf",
+            "marlhf_iter",
             "rank0.json",
             "rank1.json",
         ]
@@ -307,3 +308,14 @@ def test_madpo_iter_ranks_select_and_train_on_the_same_pairs(launch):
         1.0,
         2.0,
     ]
+
+
+def test_marlhf_iter_ranks_keep_one_reward_model_and_the_same_agents(launch):
+    out, (r0, r1) = launch
+    run0, run1 = r0["marlhf_iter"], r1["marlhf_iter"]
+    # per iteration: reward-model steps, then 2 agents x 2 global RL batches
+    assert len(run0["steps"]) > 2 * 4 and run0["steps"] == run1["steps"]
+    assert run0["final"] == run1["final"]
+    records = read_metrics(out / "marlhf_iter" / "metrics.jsonl")
+    iterations = [r["iter/current_iteration"] for r in records if "iter/current_iteration" in r]
+    assert iterations == [1.0, 2.0]
