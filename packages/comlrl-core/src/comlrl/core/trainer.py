@@ -279,11 +279,9 @@ class TrainerBase:
             if roots:
                 params = sharded.reduce_gradients(params) + replicated
         if dist.is_distributed:
-            worker = current_worker()
-            group = (
-                self._worker_groups[worker] if worker is not None and self._worker_groups else None
+            all_reduce_gradients(
+                replicated, dist, 1.0 / dist.world_size, group=self._collective_group()
             )
-            all_reduce_gradients(replicated, dist, 1.0 / dist.world_size, group=group)
         for hook in getattr(self, "gradient_sync_hooks", ()):
             hook(self, params)
         return params
@@ -296,9 +294,13 @@ class TrainerBase:
         rank must call it at the same point with the same number of groups."""
         if not self.dist.is_distributed:
             return None
+        return pooled_mean_std(groups, self.dist, group=self._collective_group())
+
+    def _collective_group(self):
+        """The process group for a collective issued now: the calling agent worker's own group
+        (concurrent agents then never interleave their collectives), else the default group."""
         worker = current_worker()
-        group = self._worker_groups[worker] if worker is not None and self._worker_groups else None
-        return pooled_mean_std(groups, self.dist, group=group)
+        return self._worker_groups[worker] if worker is not None and self._worker_groups else None
 
     @property
     def tokenizer(self):
