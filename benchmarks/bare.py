@@ -6,10 +6,11 @@ then per agent and turn the padded forward/backward passes with a selective log-
 grouped as our trainer groups them) and one optimizer step. IAC/MAAC and MADPO follow the same
 pattern (see their classes). Nothing else: no buffers, trees, logging or validation.
 
-Decoding uses comlrl's ``sample_rows`` and the loss uses comlrl's ``shared_prompt_logprobs``
-(the kernels our trainers call: finished rows leave the decoding batch, and a prompt shared by
-K rows is encoded once), so the bound does the same tensor work as our side; those kernels are
-the only comlrl code used here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON line.
+Decoding uses comlrl's ``sample_rows``, the loss comlrl's ``shared_prompt_logprobs`` and the
+optimizer comlrl's ``build_adamw`` (the kernels our trainers call: finished rows leave the
+decoding batch, a prompt shared by K rows is encoded once, AdamW is fused where it can be), so
+the bound does the same tensor work as our side; those kernels are the only comlrl code used
+here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from comlrl.core.logprobs import (
     shared_prompt_logprobs,
     shared_prompt_micro_batches,
 )
+from comlrl.core.optim import build_adamw
 from comlrl.core.rollout import generation
 from comlrl.core.rollout.generation import SamplingParams
 
@@ -107,7 +109,7 @@ class BareMAGRPO:
             for _ in range(spec["num_agents"])
         ]
         self.opts = [
-            torch.optim.AdamW(m.parameters(), lr=spec["learning_rate"], weight_decay=0.01)
+            build_adamw(m.parameters(), lr=spec["learning_rate"], weight_decay=0.01)
             for m in self.agents
         ]
         self.items = tasks.dataset(num_items)
@@ -215,8 +217,8 @@ class BareActorCritic:
             _Critic(spec["model_dir"]).to(self.device) for _ in range(1 if self.joint else n)
         ]
         lr = spec["learning_rate"]
-        self.opts = [torch.optim.AdamW(m.parameters(), lr=lr) for m in self.agents]
-        self.critic_opts = [torch.optim.AdamW(c.parameters(), lr=lr) for c in self.critics]
+        self.opts = [build_adamw(m.parameters(), lr=lr) for m in self.agents]
+        self.critic_opts = [build_adamw(c.parameters(), lr=lr) for c in self.critics]
         self.items = tasks.dataset(num_items)
 
     def train(self) -> None:
@@ -281,9 +283,7 @@ class BareMADPO:
             AutoModelForCausalLM.from_pretrained(spec["model_dir"]).to(self.device)
             for _ in range(spec["num_agents"])
         ]
-        self.opts = [
-            torch.optim.AdamW(m.parameters(), lr=spec["learning_rate"]) for m in self.agents
-        ]
+        self.opts = [build_adamw(m.parameters(), lr=spec["learning_rate"]) for m in self.agents]
         self.items = tasks.dataset(num_items)
 
     def train(self) -> None:

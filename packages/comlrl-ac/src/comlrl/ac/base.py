@@ -27,6 +27,7 @@ from comlrl.ac.targets import td_target
 from comlrl.core.devices import plan_devices
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.models import resolve_model_sources
+from comlrl.core.optim import build_adamw
 from comlrl.core.reference import build_reference_models, sequence_kl
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
@@ -107,7 +108,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         self.verbose = bool((sections.get("output") or {}).get("verbose", True))
         a = self.args
         self.agent_optimizers = [
-            torch.optim.AdamW(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
+            build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
         self.critics: list[ValueModel] = []

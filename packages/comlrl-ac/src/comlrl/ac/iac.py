@@ -16,6 +16,7 @@ from comlrl.ac.samples import RolloutSample
 from comlrl.ac.steps import mean_or_nan
 from comlrl.ac.targets import value_error
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.values import (
     backbone_of,
@@ -91,9 +92,7 @@ class IACTrainer(ActorCriticTrainerBase):
             critic.to(device)
             self._check_critic_vocab(critic.backbone, self.tokenizers[i], f"critic {i}")
         self.critic_optimizers = [
-            torch.optim.AdamW(
-                c.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay
-            )
+            build_adamw(c.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay)
             for c in self.critics
         ]
 
@@ -112,7 +111,7 @@ class IACTrainer(ActorCriticTrainerBase):
                 )
             self.value_heads.append(head.to(self.agent_devices[i]))
         self.agent_optimizers = [
-            torch.optim.AdamW(
+            build_adamw(
                 [
                     {"params": list(agent.parameters()), "lr": a.agent_learning_rate},
                     {"params": list(head.parameters()), "lr": a.critic_learning_rate},

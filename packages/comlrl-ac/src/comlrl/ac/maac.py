@@ -24,6 +24,7 @@ from comlrl.ac.samples import JointSample, RolloutSample
 from comlrl.ac.steps import mean_or_nan
 from comlrl.ac.targets import explained_variance, td_target
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.values import (
     backbone_of,
@@ -77,9 +78,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         self._check_critic_vocab(critic.backbone, self.tokenizers[0], "the centralized critic")
         self.critics = [critic]
         self.critic_optimizers = [
-            torch.optim.AdamW(
-                critic.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay
-            )
+            build_adamw(critic.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay)
         ]
         self.critic_buffer: list[JointSample] = []
         config = critic.config

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from comlrl.core.optim import build_adamw
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss
@@ -24,7 +25,7 @@ class DPOMixin:
     def _init_dpo(self) -> None:
         a = self.args
         self.optimizers = [
-            torch.optim.AdamW(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
+            build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
         # Agents that share one model object step its optimizer once per update.

@@ -19,6 +19,7 @@ import torch
 
 from comlrl.core.distributed import all_reduce_sum, shard_range
 from comlrl.core.models import ensure_pad_token
+from comlrl.core.optim import build_adamw
 from comlrl.core.registry import PROVIDERS, load_algorithm
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
@@ -149,7 +150,7 @@ class RLHFMixin:
 
     def _new_reward_optimizer(self):
         params = [p for p in self.reward_model.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.args.reward_learning_rate)
+        return build_adamw(params, lr=self.args.reward_learning_rate)
 
     def _rl_config(self):
         a = self.args

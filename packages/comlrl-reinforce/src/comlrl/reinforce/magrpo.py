@@ -16,6 +16,7 @@ import torch
 
 from comlrl.core.devices import plan_devices
 from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
+from comlrl.core.optim import build_adamw
 from comlrl.core.reference import build_reference_models, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.sharding import clip_gradients
@@ -103,7 +104,7 @@ class MAGRPOTrainer(TrainerBase):
         self.verbose = bool((sections.get("output") or {}).get("verbose", True))
         a = self.args
         self.optimizers = [
-            torch.optim.AdamW(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
+            build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
         self.reference_models: list = []
