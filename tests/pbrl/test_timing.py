@@ -146,11 +146,11 @@ def test_nested_timed_blocks_count_once(tmp_path, monkeypatch):
         reward_func=ratio_reward,
         args=MADPOConfig(**FAST, output_dir=str(tmp_path / "run")),
     )
-    import comlrl.pbrl.base as base
+    import comlrl.core.timing as timing
 
     # outer block starts at 0, inner at 1; only the outer block's end (3) is read
     clock = iter([0.0, 1.0, 3.0])
-    monkeypatch.setattr(base.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
     with trainer.timed("update"), trainer.timed("update"):
         pass
     monkeypatch.undo()

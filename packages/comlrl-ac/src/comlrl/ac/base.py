@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,8 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
 
     algorithm_name = "ActorCritic"
     default_config_cls: type[ActorCriticConfig] = ActorCriticConfig
+    # The critics' value estimates at rollout are reported apart from generation and updates.
+    timing_phases = ("generate", "reward", "values", "update")
 
     def __init__(
         self,
@@ -127,8 +128,6 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         self.rollout_buffers: list[list[RolloutSample]] = [[] for _ in range(self.num_agents)]
         self.shuffle_rng = random.Random(a.seed if a.seed is not None else 0)
         self._last_train_log_step = -1
-        self._timings = {"generate": 0.0, "reward": 0.0, "values": 0.0, "update": 0.0}
-        self._tokens = 0
         self._eval_capture: list | None = None
         self.skipped_nonfinite = 0
         self.logger = None
@@ -158,21 +157,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
     def _buffer_joint(self, joint: list[JointSample]) -> None:
         """Keep joint samples for the centralized critic (MAAC)."""
 
-    # ------------------------------------------------------------------ generation wrappers
-    def generate_per_agent(self, prompts_per_agent, num_samples, params):
-        start = time.perf_counter()
-        out = super().generate_per_agent(prompts_per_agent, num_samples, params)
-        self._timings["generate"] += time.perf_counter() - start
-        self._tokens += sum(s.num_tokens for agent in out for s in agent)
-        return out
-
-    def score(self, agent_completions, *, prompts, batch_items):
-        start = time.perf_counter()
-        try:
-            return super().score(agent_completions, prompts=prompts, batch_items=batch_items)
-        finally:
-            self._timings["reward"] += time.perf_counter() - start
-
+    # ------------------------------------------------------------------ rollout capture
     def rollout(self, items, num_samples, params, **kwargs):
         roots = super().rollout(items, num_samples, params, **kwargs)
         if self._eval_capture is not None:
@@ -263,9 +248,8 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         nodes = [node for root in roots for node in root.walk()]
         index = {id(n): j for j, n in enumerate(nodes)}
         samples = self._tree_samples(nodes)
-        start = time.perf_counter()
-        values, aux = self._estimate_values(nodes)
-        self._timings["values"] += time.perf_counter() - start
+        with self.timed("values"):
+            values, aux = self._estimate_values(nodes)
         gamma = self.args.discount
         for i in range(self.num_agents):
             for j, node in enumerate(nodes):
@@ -331,12 +315,11 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
 
     def _drain_buffers(self) -> None:
         """Update from the buffers; samples leave them only after the update succeeded."""
-        start = time.perf_counter()
-        buffers = [list(b) for b in self.rollout_buffers]
-        stats = self._update(buffers)
-        for i in range(self.num_agents):
-            self.rollout_buffers[i] = []
-        self._timings["update"] += time.perf_counter() - start
+        with self.timed("update"):
+            buffers = [list(b) for b in self.rollout_buffers]
+            stats = self._update(buffers)
+            for i in range(self.num_agents):
+                self.rollout_buffers[i] = []
         self._log_drain(buffers, stats)
 
     # ------------------------------------------------------------------ resumable state

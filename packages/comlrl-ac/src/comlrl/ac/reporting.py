@@ -14,8 +14,8 @@ from comlrl.core.rollout.tree import TreeNode
 
 class Reporting:
     """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``,
-    ``metrics_callback``, ``_timings``, ``_tokens``, ``_last_train_log_step`` and the core's
-    ``log_metrics`` and ``_evaluate_items``."""
+    ``metrics_callback``, ``_last_train_log_step`` and the core's ``timing``, ``log_metrics``
+    and ``_evaluate_items``."""
 
     def _report_episode(self, episode: Episode) -> None:
         if self.metrics_callback is None:
@@ -81,13 +81,7 @@ class Reporting:
                 [s.old_value for s in samples], [s.value_target for s in samples]
             )
         metrics.update(stats)
-        for key, value in self._timings.items():
-            metrics[f"timing/{key}"] = value
-        elapsed = sum(self._timings.values())
-        if elapsed > 0:
-            metrics["throughput/tokens_per_s"] = self._tokens / elapsed
-        self._timings = dict.fromkeys(self._timings, 0.0)
-        self._tokens = 0
+        metrics.update(self.timing.drain())
         self.log_metrics(metrics, step)
 
     def run_config(self) -> dict[str, Any]:

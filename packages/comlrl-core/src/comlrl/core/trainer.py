@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,7 @@ from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams, generate_samples
 from comlrl.core.rollout.tree import TreeSettings, build_trees
+from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
 
 # torch.manual_seed is process-wide: item-seeded generation in concurrent agent workers takes
 # turns, so each item's seed governs exactly its own generate call.
@@ -105,6 +106,8 @@ class TrainerBase:
 
     algorithm_name = "Base"
     default_config_cls: type | None = None
+    # The timing/<phase> keys of the training records (a family with more phases extends it).
+    timing_phases: tuple[str, ...] = DEFAULT_PHASES
     # A single process until _init_common joins the launcher's process group.
     dist: DistributedContext = local_context()
     _rollout_offset: int | None = None  # global index of the first item of the current shard
@@ -138,6 +141,7 @@ class TrainerBase:
         load_models: bool = True,
     ) -> None:
         """Validate cheap inputs, then load agents and tokenizers onto their devices."""
+        self.timing = PhaseTimer(self.timing_phases)
         self.args = args if args is not None else self.default_config_cls()
         # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
         # config as written; ``args`` holds this rank's share of every global batch threshold.
@@ -307,6 +311,16 @@ class TrainerBase:
         """The first agent's tokenizer (compat)."""
         return self.tokenizers[0]
 
+    # --------------------------------------------------------------------- timing
+    def timed(self, phase: str) -> AbstractContextManager[None]:
+        """Context manager adding the block's wall time to ``timing/<phase>`` of the next
+        training record (nested blocks of one phase count once; evaluation never counts)."""
+        return self.timing.phase(phase)
+
+    def add_timing(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` to ``timing/<phase>`` of the next training record."""
+        self.timing.add(phase, seconds)
+
     # --------------------------------------------------------------------- generation
     def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):
         """Sampling settings from the config (plus ``train(**kwargs)`` overrides)."""
@@ -325,7 +339,8 @@ class TrainerBase:
         self, prompts_per_agent: list[list[str]], num_samples: int, params: SamplingParams
     ) -> list[list[PromptSamples]]:
         """Each agent samples ``num_samples`` completions for each of its prompts, in one
-        batched call per agent (concurrently across devices in mp mode)."""
+        batched call per agent (concurrently across devices in mp mode). The time and the
+        generated tokens count towards ``timing/generate`` and the throughput."""
         budget = getattr(self.args, "generation_batch_size", None)
         keys = self._level_keys
 
@@ -341,7 +356,10 @@ class TrainerBase:
                 max_sequences_per_call=budget,
             )
 
-        return self.workers.map(run, prompts_per_agent)
+        with self.timed("generate"):
+            out = self.workers.map(run, prompts_per_agent)
+        self.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
+        return out
 
     def _generate_item_seeded(
         self,
@@ -368,8 +386,9 @@ class TrainerBase:
         return out
 
     def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Joint rewards for a batch of joint actions."""
-        return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+        """Joint rewards for a batch of joint actions (timed as ``timing/reward``)."""
+        with self.timed("reward"):
+            return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
 
     def rollout(
         self,
@@ -677,25 +696,27 @@ class TrainerBase:
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
         """Roll out one joint sample per eval item and turn; log and return turn metrics.
 
-        Runs under a forked RNG, so evaluating never changes the training trajectory.
+        Runs under a forked RNG, so evaluating never changes the training trajectory, and
+        outside the training timings (:attr:`timing`), which describe training work only.
         """
-        if self.eval_dataset is None:
-            return {}
-        limit = self.args.eval_num_samples if num_eval_samples is None else num_eval_samples
-        if limit <= 0:
-            return {}
-        items = [self.eval_dataset[i] for i in range(min(limit, len(self.eval_dataset)))]
-        devices = [d for d in {str(d) for d in self.agent_devices} if d.startswith("cuda")]
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            state = random.getstate()
-            np_state = np.random.get_state()
-            try:
-                metrics = self._evaluate_items(items)
-            finally:
-                random.setstate(state)
-                np.random.set_state(np_state)
-        self.log_metrics(metrics, reduce=False)
-        return metrics
+        with self.timing.excluded():
+            if self.eval_dataset is None:
+                return {}
+            limit = self.args.eval_num_samples if num_eval_samples is None else num_eval_samples
+            if limit <= 0:
+                return {}
+            items = [self.eval_dataset[i] for i in range(min(limit, len(self.eval_dataset)))]
+            devices = [d for d in {str(d) for d in self.agent_devices} if d.startswith("cuda")]
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                state = random.getstate()
+                np_state = np.random.get_state()
+                try:
+                    metrics = self._evaluate_items(items)
+                finally:
+                    random.setstate(state)
+                    np.random.set_state(np_state)
+            self.log_metrics(metrics, reduce=False)
+            return metrics
 
     def _evaluate_items(self, items: list[dict]) -> dict[str, float]:
         params = self.sampling_params(eval_mode=True)

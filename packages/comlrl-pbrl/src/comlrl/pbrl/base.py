@@ -13,10 +13,8 @@ from __future__ import annotations
 import copy
 import math
 import random
-import time
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -191,11 +189,6 @@ class PreferenceTrainerBase(TrainerBase):
         self._last_train_log_step = -1
         self.skipped_nonfinite = 0
         self.cursor = (0, 0)
-        # timing/* and throughput/tokens_per_s of the training records (not evaluation)
-        self._timings = {"generate": 0.0, "reward": 0.0, "update": 0.0}
-        self._timing_depth = dict.fromkeys(self._timings, 0)
-        self._tokens = 0
-        self._evaluating = False
 
     # ------------------------------------------------------------------ hooks
     def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
@@ -475,57 +468,18 @@ class PreferenceTrainerBase(TrainerBase):
             del refs
 
     # ------------------------------------------------------------------ timing
-    @contextmanager
-    def timed(self, key: str) -> Iterator[None]:
-        """Add the block's wall time to ``timing/<key>`` of the next training record (nested
-        blocks of one key count once; evaluation never counts)."""
-        outermost = self._timing_depth[key] == 0
-        self._timing_depth[key] += 1
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._timing_depth[key] -= 1
-            if outermost and not self._evaluating:
-                self._timings[key] += time.perf_counter() - start
-
-    def add_timing(self, key: str, seconds: float) -> None:
-        """Add ``seconds`` to ``timing/<key>`` of the next training record."""
-        if not self._evaluating:
-            self._timings[key] += seconds
-
-    def generate_per_agent(self, prompts_per_agent, num_samples, params):
-        """As the core's; the time and the generated tokens count towards the timings."""
-        with self.timed("generate"):
-            out = super().generate_per_agent(prompts_per_agent, num_samples, params)
-        if not self._evaluating:
-            self._tokens += sum(s.num_tokens for agent in out for s in agent)
-        return out
-
-    def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
-        """As :meth:`TrainerBase.evaluate`; its sampling and scoring stay out of the timings."""
-        self._evaluating = True
-        try:
-            return super().evaluate(num_eval_samples)
-        finally:
-            self._evaluating = False
-
     def take_timings(self) -> dict[str, float]:
         """``timing/generate``, ``timing/reward``, ``timing/update`` (seconds) and
         ``throughput/tokens_per_s`` since the previous training record; resets them."""
-        out = {f"timing/{key}": value for key, value in self._timings.items()}
-        elapsed = sum(self._timings.values())
-        out["throughput/tokens_per_s"] = self._tokens / elapsed if elapsed > 0 else 0.0
-        self._timings = dict.fromkeys(self._timings, 0.0)
-        self._tokens = 0
-        return out
+        # Every preference training record carries the same keys: 0.0 when nothing was timed.
+        return self.timing.drain(idle_throughput=True)
 
     def log_metrics(
         self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
     ) -> None:
         """As the core's; every training record (not evaluation's) also carries the timings
         since the previous training record (:meth:`take_timings`)."""
-        if not self._evaluating:
+        if not self.timing.evaluating:
             metrics = {**metrics, **self.take_timings()}
         super().log_metrics(metrics, step, reduce=reduce)
 

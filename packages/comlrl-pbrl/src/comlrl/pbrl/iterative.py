@@ -295,7 +295,9 @@ class IterativeMixin:
                     chunk, actor_prompts, n_c, params, self._next_comparator_seed()
                 )
             # sampled comparator tokens count towards throughput/tokens_per_s (API text: none)
-            self._tokens += sum(len(ids) for per in comp for c in per for ids in c.ids or [])
+            self.timing.add_tokens(
+                sum(len(ids) for per in comp for c in per for ids in c.ids or [])
+            )
             t_texts = [[s.texts for s in target[i]] for i in range(self.num_agents)]
             c_texts = [[c.texts for c in comp[i]] for i in range(self.num_agents)]
             t_raw, t_score = self._pair_scores(t_texts, actor_prompts, chunk)

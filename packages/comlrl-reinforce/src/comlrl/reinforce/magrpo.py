@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -120,9 +119,6 @@ class MAGRPOTrainer(TrainerBase):
         self.rollout_buffers: list[list[NodeSample]] = [[] for _ in range(self.num_agents)]
         self.shuffle_rng = random.Random(a.seed if a.seed is not None else 0)
         self._last_train_log_step = -1
-        self._timings = {"generate": 0.0, "reward": 0.0, "update": 0.0}
-        self._evaluating = False
-        self._tokens = 0
         self.skipped_nonfinite = 0
         self.logger = None
 
@@ -136,31 +132,6 @@ class MAGRPOTrainer(TrainerBase):
     # ------------------------------------------------------------------ batching
     def items_per_batch(self) -> int:
         return self.args.rollout_batch_size or self.args.rollout_buffer_size
-
-    def generate_per_agent(self, prompts_per_agent, num_samples, params):
-        start = time.perf_counter()
-        out = super().generate_per_agent(prompts_per_agent, num_samples, params)
-        # timing/* and throughput/tokens_per_s describe training work only, not evaluation
-        if not getattr(self, "_evaluating", False):
-            self._timings["generate"] += time.perf_counter() - start
-            self._tokens += sum(s.num_tokens for agent in out for s in agent)
-        return out
-
-    def score(self, agent_completions, *, prompts, batch_items):
-        start = time.perf_counter()
-        try:
-            return super().score(agent_completions, prompts=prompts, batch_items=batch_items)
-        finally:
-            if not getattr(self, "_evaluating", False):
-                self._timings["reward"] += time.perf_counter() - start
-
-    def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
-        """As :meth:`TrainerBase.evaluate`; its sampling is kept out of the training timings."""
-        self._evaluating = True
-        try:
-            return super().evaluate(num_eval_samples)
-        finally:
-            self._evaluating = False
 
     # ------------------------------------------------------------------ one batch
     def _train_batch(self, items: list[dict], generation_kwargs: dict) -> None:
@@ -226,16 +197,15 @@ class MAGRPOTrainer(TrainerBase):
 
     def _drain_buffers(self) -> None:
         """Update every agent from its buffer; samples leave the buffer only after success."""
-        start = time.perf_counter()
-        buffers = [list(b) for b in self.rollout_buffers]
-        # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
-        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
-        stats = self.workers.map(
-            lambda i, arg: self._update_agent(i, *arg), list(zip(buffers, seeds))
-        )
-        for i in range(self.num_agents):
-            self.rollout_buffers[i] = []
-        self._timings["update"] += time.perf_counter() - start
+        with self.timed("update"):
+            buffers = [list(b) for b in self.rollout_buffers]
+            # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
+            seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
+            stats = self.workers.map(
+                lambda i, arg: self._update_agent(i, *arg), list(zip(buffers, seeds))
+            )
+            for i in range(self.num_agents):
+                self.rollout_buffers[i] = []
         self._log_drain(buffers[0], stats)
 
     # ------------------------------------------------------------------ the update
@@ -367,13 +337,7 @@ class MAGRPOTrainer(TrainerBase):
         for i, st in enumerate(stats):
             metrics[f"agent_{i}/loss"] = st["loss"]
             metrics[f"agent_{i}/grad_norm"] = st["grad_norm"]
-        for key, value in self._timings.items():
-            metrics[f"timing/{key}"] = value
-        elapsed = sum(self._timings.values())
-        if elapsed > 0:
-            metrics["throughput/tokens_per_s"] = self._tokens / elapsed
-        self._timings = dict.fromkeys(self._timings, 0.0)
-        self._tokens = 0
+        metrics.update(self.timing.drain())
         self.log_metrics(metrics, step)
 
     # ------------------------------------------------------------------ resumable state
