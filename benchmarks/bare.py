@@ -7,14 +7,16 @@ grouped as our trainer groups them) and one optimizer step. IAC/MAAC and MADPO f
 pattern (see their classes). Nothing else: no buffers, trees, logging or validation.
 
 Decoding uses comlrl's ``sample_rows``, the loss comlrl's ``shared_prompt_logprobs`` and the
-optimizer comlrl's ``build_adamw`` (the kernels our trainers call: finished rows leave the
-decoding batch, a prompt shared by K rows is encoded once, AdamW is fused where it can be), so
+optimizer comlrl's ``build_adamw``; MADPO scores rows with comlrl's packed rows where they
+are cheaper (the kernels our trainers call: finished rows leave the decoding batch, a prompt
+shared by K rows is encoded once, AdamW is fused where it can be, sequences are packed), so
 the bound does the same tensor work as our side; those kernels are the only comlrl code used
 here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON line.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -32,6 +34,7 @@ from comlrl.core.logprobs import (
     shared_prompt_micro_batches,
 )
 from comlrl.core.optim import build_adamw
+from comlrl.core.packing import packed_logprobs, packed_plan
 from comlrl.core.rollout import generation
 from comlrl.core.rollout.generation import SamplingParams
 
@@ -328,11 +331,16 @@ class BareMADPO:
                 for r in [r for j in group for r in batch[j]]:
                     index.setdefault((tuple(prompts[r]), tuple(comps[r])), len(index))
                 keys = list(index)
-                order = padding_aware_micro_batches(
-                    [len(p) for p, _ in keys], [len(c) for _, c in keys], budget
-                )
+                p_lens, c_lens = [len(p) for p, _ in keys], [len(c) for _, c in keys]
+                order = packed_plan(model, p_lens, c_lens, budget, pad)
+                if order is not None:  # packed rows where they are cheaper, as ours
+                    width = max(p + c for p, c in zip(p_lens, c_lens))
+                    kernel = functools.partial(packed_logprobs, width=width)
+                else:
+                    order = padding_aware_micro_batches(p_lens, c_lens, budget)
+                    kernel = completion_logprobs
                 parts = [
-                    completion_logprobs(
+                    kernel(
                         model, [keys[k][0] for k in idx], [keys[k][1] for k in idx], pad
                     ).sequence_sum()
                     for idx in order

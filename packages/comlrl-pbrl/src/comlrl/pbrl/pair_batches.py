@@ -11,13 +11,15 @@ share of the loss (``len(group) / len(pairs)`` times the group's mean) backpropa
 and the next group scored after. No pass without gradients is needed to find the margins first.
 Groups are cut so that every actor's distinct rows fit ``logprob_max_tokens`` padded tokens in
 all, visiting pairs by length. A winner and its loser often differ much in length, so an actor's
-rows of a group run as a few forwards of similar lengths rather than one padded to the longest
-(:func:`~comlrl.core.logprobs.padding_aware_micro_batches`); the graphs of a group's forwards are
-held until its backward, and together stay within the budget.
+rows of a group run packed end to end (:mod:`comlrl.core.packing`) where the model allows it and
+that is cheaper, and otherwise as a few padded forwards of similar lengths rather than one
+padded to the longest (:func:`~comlrl.core.logprobs.padding_aware_micro_batches`); the graphs of
+a group's forwards are held until its backward, and together stay within the budget.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +30,7 @@ from comlrl.core.logprobs import (
     padded_tokens,
     padding_aware_micro_batches,
 )
+from comlrl.core.packing import packed_logprobs, packed_plan
 
 
 @dataclass
@@ -110,18 +113,22 @@ def pair_groups(pairs: Sequence, max_tokens: int | None) -> list[list[int]]:
 def row_logps(
     model, prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: int, max_tokens
 ) -> torch.Tensor:
-    """Summed completion log-probs ``[rows]`` in the given row order, from padded forwards of
-    at most ``max_tokens`` tokens, rows of similar length together
+    """Summed completion log-probs ``[rows]`` in the given row order, from forwards of at most
+    ``max_tokens`` tokens: packed rows (:func:`~comlrl.core.packing.packed_plan`) when they are
+    cheaper and the model takes them, else padded forwards of rows of similar length
     (:func:`~comlrl.core.logprobs.padding_aware_micro_batches`); gradients flow unless the
     caller disables them."""
-    groups = padding_aware_micro_batches(
-        [len(p) for p in prompt_ids], [len(c) for c in completion_ids], max_tokens
-    )
+    p_lens, c_lens = [len(p) for p in prompt_ids], [len(c) for c in completion_ids]
+    groups = packed_plan(model, p_lens, c_lens, max_tokens, pad_id)
+    if groups is not None:
+        width = max(p + c for p, c in zip(p_lens, c_lens))
+        kernel = functools.partial(packed_logprobs, width=width)
+    else:
+        groups = padding_aware_micro_batches(p_lens, c_lens, max_tokens)
+        kernel = completion_logprobs
     parts = []
     for idx in groups:
-        lp = completion_logprobs(
-            model, [prompt_ids[i] for i in idx], [completion_ids[i] for i in idx], pad_id
-        )
+        lp = kernel(model, [prompt_ids[i] for i in idx], [completion_ids[i] for i in idx], pad_id)
         parts.append(lp.sequence_sum())
     values = torch.cat(parts)
     order = [i for idx in groups for i in idx]

@@ -1,0 +1,113 @@
+"""Packed rows give the padded log-probs and gradients; the probe catches models that leak."""
+
+import random
+
+import pytest
+import torch
+
+import comlrl.core.packing as packing
+from comlrl.core.logprobs import completion_logprobs
+from comlrl.core.packing import (
+    bins_first_fit,
+    bins_next_fit,
+    packed_logprobs,
+    packed_plan,
+    packing_verified,
+)
+from comlrl.core.testing import tiny_pair
+
+
+def _rows(seed=0, n=9, vocab=300):
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1, vocab) for _ in range(rng.randrange(3, 12))] for _ in range(n)]
+    comps = [[rng.randrange(1, vocab) for _ in range(rng.randrange(0, 40))] for _ in range(n)]
+    return prompts, comps
+
+
+def _shared_bins(prompts, comps):
+    """The rows reordered bin by bin, and whether some bin holds two sequences."""
+    lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
+    bins = bins_first_fit(lengths, max(lengths))
+    order = [i for b in bins for i in b]
+    return order, any(len(b) > 1 for b in bins)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "gpt2"])
+def test_packed_rows_equal_padded_rows_values_and_gradients(arch):
+    model, tok = tiny_pair(arch=arch)
+    prompts, comps = _rows()
+    order, shared = _shared_bins(prompts, comps)
+    assert shared  # otherwise nothing about packing is tested
+    prompts, comps = [prompts[i] for i in order], [comps[i] for i in order]
+    width = max(len(p) + len(c) for p, c in zip(prompts, comps))
+
+    padded = completion_logprobs(model, prompts, comps, tok.pad_token_id)
+    padded_grads = torch.autograd.grad(padded.sequence_sum().sum(), list(model.parameters()))
+    packed = packed_logprobs(model, prompts, comps, tok.pad_token_id, width=width)
+    packed_grads = torch.autograd.grad(packed.sequence_sum().sum(), list(model.parameters()))
+
+    assert torch.equal(packed.mask, padded.mask)
+    torch.testing.assert_close(packed.values * packed.mask, padded.values * padded.mask)
+    for a, b in zip(packed_grads, padded_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_probe_rejects_a_model_whose_masks_ignore_packing(monkeypatch):
+    model, tok = tiny_pair()
+    monkeypatch.setattr(packing, "_VERIFIED", {})
+    assert packing_verified(model, tok.pad_token_id)
+
+    # Without packed-sequence detection the mask is plain causal: sequences see each other.
+    import transformers.masking_utils as masking
+
+    monkeypatch.setattr(masking, "find_packed_sequence_indices", lambda position_ids: None)
+    monkeypatch.setattr(packing, "_VERIFIED", {})
+    assert not packing_verified(model, tok.pad_token_id)
+    assert model.training is False  # the probe restores the mode it found
+
+
+def test_the_probe_keeps_training_mode():
+    model, tok = tiny_pair()
+    model.train()
+    packing._VERIFIED.clear()
+    packing_verified(model, tok.pad_token_id)
+    assert model.training
+
+
+def test_plan_covers_every_row_once_within_the_budget():
+    model, _ = tiny_pair(size="small")
+    prompts, comps = _rows(n=24)
+    p_lens, c_lens = [len(p) for p in prompts], [len(c) for c in comps]
+    groups = packed_plan(model, p_lens, c_lens, 160, 0)
+    assert groups is not None  # varied lengths, a cheap head: packing pays
+    assert sorted(i for g in groups for i in g) == list(range(24))
+    width = max(p + c for p, c in zip(p_lens, c_lens))
+    for g in groups:
+        bins = bins_next_fit([p_lens[i] + c_lens[i] for i in g], width)
+        assert len(bins) * width <= 160
+
+
+def test_plan_keeps_padding_when_rows_are_alike_or_prompts_empty():
+    model, _ = tiny_pair()
+    assert packed_plan(model, [5] * 4, [20] * 4, None, 0) is None  # no padding to save
+    assert packed_plan(model, [0, 5], [3, 20], None, 0) is None
+    assert packed_plan(model, [], [], None, 0) is None
+
+
+def test_an_expensive_head_keeps_padding():
+    # 10% padding saved on the body; packing runs the prompt tokens through the head too
+    assert packing._packing_pays_for(1000, 10, padded=110, packed=100, completion=60)
+    assert not packing._packing_pays_for(1000, 1000, padded=110, packed=100, completion=60)
+
+
+def test_bins():
+    assert bins_first_fit([5, 3, 4, 4], 8) == [[0, 1], [2, 3]]
+    assert bins_first_fit([9, 2], 8) == [[0], [1]]
+    assert bins_next_fit([5, 3, 4, 4, 1], 8) == [[0, 1], [2, 3], [4]]
+    assert bins_next_fit([], 8) == []
+
+
+def test_empty_prompts_are_refused():
+    model, tok = tiny_pair()
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        packed_logprobs(model, [[]], [[3, 4]], tok.pad_token_id)
