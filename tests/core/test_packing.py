@@ -111,3 +111,11 @@ def test_empty_prompts_are_refused():
     model, tok = tiny_pair()
     with pytest.raises(ValueError, match="non-empty prompt"):
         packed_logprobs(model, [[]], [[3, 4]], tok.pad_token_id)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_probe_accepts_half_precision_models(dtype, monkeypatch):
+    model, tok = tiny_pair()
+    model.to(dtype)
+    monkeypatch.setattr(packing, "_VERIFIED", {})
+    assert packing_verified(model, tok.pad_token_id)
