@@ -27,13 +27,13 @@ from comlrl.core.centralized import (
 )
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects, barrier, resolve_mode, shard_range
-from comlrl.core.logprobs import completion_logprobs, micro_batches
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller, RewardError
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.core.trainer import TrainerBase, seed_everything
 from comlrl.pbrl.config import MADPOConfig
+from comlrl.pbrl.pair_batches import row_logps
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
 
 
@@ -413,19 +413,26 @@ class PreferenceTrainerBase(TrainerBase):
         self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
     ) -> torch.Tensor:
         """Summed token log-probs (EOS included, pads never) of completions under ``model``
-        (default: the actor itself), micro-batched by ``logprob_max_tokens``."""
+        (default: the actor itself), in forwards of at most ``logprob_max_tokens`` tokens.
+
+        Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
+        gets one reference log-prob), rows packed or grouped by length
+        (:func:`~comlrl.pbrl.pair_batches.row_logps`)."""
         model = self.agents[actor] if model is None else model
-        pad = self.tokenizers[actor].pad_token_id
-        lengths = [len(p) + len(c) for p, c in zip(prompt_ids, completion_ids)]
-        parts = []
-        context = torch.enable_grad() if grad else torch.no_grad()
-        with context:
-            for idx in micro_batches(lengths, self.args.logprob_max_tokens):
-                lp = completion_logprobs(
-                    model, [prompt_ids[i] for i in idx], [completion_ids[i] for i in idx], pad
-                )
-                parts.append(lp.sequence_sum())
-        return torch.cat(parts)
+        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        owner = [
+            index.setdefault((tuple(p), tuple(c)), len(index))
+            for p, c in zip(prompt_ids, completion_ids)
+        ]
+        with torch.enable_grad() if grad else torch.no_grad():
+            values = row_logps(
+                model,
+                [list(p) for p, _ in index],
+                [list(c) for _, c in index],
+                self.tokenizers[actor].pad_token_id,
+                self.args.logprob_max_tokens,
+            )
+            return values[owner]
 
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
         """Cache reference log-probs of every pair's winner and loser, per actor.

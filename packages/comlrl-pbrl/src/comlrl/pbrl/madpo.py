@@ -96,27 +96,6 @@ class DPOMixin:
             parts.append(part)
         return _merge_parts(parts, groups, n)
 
-    def sequence_logps(
-        self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
-    ) -> torch.Tensor:
-        """As the base's, scoring each distinct ``(prompt, completion)`` row once (a candidate
-        in several pairs gets its reference log-prob once), rows in length order."""
-        model = self.agents[actor] if model is None else model
-        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        owner = [
-            index.setdefault((tuple(p), tuple(c)), len(index))
-            for p, c in zip(prompt_ids, completion_ids)
-        ]
-        with torch.enable_grad() if grad else torch.no_grad():
-            values = row_logps(
-                model,
-                [list(p) for p, _ in index],
-                [list(c) for _, c in index],
-                self.tokenizers[actor].pad_token_id,
-                self.args.logprob_max_tokens,
-            )
-            return values[owner]
-
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
         """As the base's; the time counts towards ``timing/update``."""
         with self.timed("update"):
