@@ -16,7 +16,6 @@ here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON lin
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
@@ -34,7 +33,7 @@ from comlrl.core.logprobs import (
     shared_prompt_micro_batches,
 )
 from comlrl.core.optim import build_adamw
-from comlrl.core.packing import packed_logprobs, packed_plan
+from comlrl.core.packing import plan_forwards
 from comlrl.core.rollout import generation
 from comlrl.core.rollout.generation import SamplingParams
 
@@ -332,13 +331,8 @@ class BareMADPO:
                     index.setdefault((tuple(prompts[r]), tuple(comps[r])), len(index))
                 keys = list(index)
                 p_lens, c_lens = [len(p) for p, _ in keys], [len(c) for _, c in keys]
-                order = packed_plan(model, p_lens, c_lens, budget, pad)
-                if order is not None:  # packed rows where they are cheaper, as ours
-                    width = max(p + c for p, c in zip(p_lens, c_lens))
-                    kernel = functools.partial(packed_logprobs, width=width)
-                else:
-                    order = padding_aware_micro_batches(p_lens, c_lens, budget)
-                    kernel = completion_logprobs
+                # packed rows where they are cheaper, as ours
+                order, kernel = plan_forwards(model, p_lens, c_lens, budget, pad)
                 parts = [
                     kernel(
                         model, [keys[k][0] for k in idx], [keys[k][1] for k in idx], pad

@@ -11,8 +11,8 @@ from comlrl.core.packing import (
     bins_first_fit,
     bins_next_fit,
     packed_logprobs,
-    packed_plan,
     packing_verified,
+    plan_forwards,
 )
 from comlrl.core.testing import tiny_pair
 
@@ -78,10 +78,11 @@ def test_plan_covers_every_row_once_within_the_budget():
     model, _ = tiny_pair(size="small")
     prompts, comps = _rows(n=24)
     p_lens, c_lens = [len(p) for p in prompts], [len(c) for c in comps]
-    groups = packed_plan(model, p_lens, c_lens, 160, 0)
-    assert groups is not None  # varied lengths, a cheap head: packing pays
+    groups, kernel = plan_forwards(model, p_lens, c_lens, 160, 0)
+    assert kernel.func is packed_logprobs  # varied lengths, a cheap head: packing pays
     assert sorted(i for g in groups for i in g) == list(range(24))
-    width = max(p + c for p, c in zip(p_lens, c_lens))
+    width = kernel.keywords["width"]
+    assert width == max(p + c for p, c in zip(p_lens, c_lens))
     for g in groups:
         bins = bins_next_fit([p_lens[i] + c_lens[i] for i in g], width)
         assert len(bins) * width <= 160
@@ -89,9 +90,10 @@ def test_plan_covers_every_row_once_within_the_budget():
 
 def test_plan_keeps_padding_when_rows_are_alike_or_prompts_empty():
     model, _ = tiny_pair()
-    assert packed_plan(model, [5] * 4, [20] * 4, None, 0) is None  # no padding to save
-    assert packed_plan(model, [0, 5], [3, 20], None, 0) is None
-    assert packed_plan(model, [], [], None, 0) is None
+    for p_lens, c_lens in [([5] * 4, [20] * 4), ([0, 5], [3, 20]), ([], [])]:
+        groups, kernel = plan_forwards(model, p_lens, c_lens, None, 0)
+        assert kernel is completion_logprobs
+        assert sorted(i for g in groups for i in g) == list(range(len(p_lens)))
 
 
 def test_an_expensive_head_keeps_padding():

@@ -271,13 +271,18 @@ def test_reference_logprobs_score_each_distinct_candidate_once(tmp_path, monkeyp
     trainer, tok = _trainer(tmp_path, reference_free=False)
     pairs = _shared_pairs(tok)
     rows = []
-    original = pair_batches.completion_logprobs
+    original = pair_batches.plan_forwards
 
-    def spy(model, prompts, comps, pad):
-        rows.append(len(comps))
-        return original(model, prompts, comps, pad)
+    def spy(*args, **kwargs):
+        groups, kernel = original(*args, **kwargs)
 
-    monkeypatch.setattr(pair_batches, "completion_logprobs", spy)
+        def counted(model, prompts, comps, pad):
+            rows.append(len(comps))
+            return kernel(model, prompts, comps, pad)
+
+        return groups, counted
+
+    monkeypatch.setattr(pair_batches, "plan_forwards", spy)
     trainer.attach_reference_logps(pairs)
     assert sum(rows) == 3 + 2  # agent 0: three distinct candidates; agent 1: two
     with torch.no_grad():

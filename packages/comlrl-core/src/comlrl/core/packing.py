@@ -18,11 +18,19 @@ padding is large; :func:`packing_pays` weighs the two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import torch
 
-from comlrl.core.logprobs import FORWARD_COST_TOKENS, TokenLogprobs, selective_log_softmax
+from comlrl.core.logprobs import (
+    FORWARD_COST_TOKENS,
+    TokenLogprobs,
+    completion_logprobs,
+    padded_tokens,
+    padding_aware_micro_batches,
+    selective_log_softmax,
+)
 
 # (model class, attention implementation) -> whether packed rows keep sequences apart
 _VERIFIED: dict[tuple[type, str], bool] = {}
@@ -163,21 +171,22 @@ def _packing_pays_for(
     return packed_body * body + packed * head < padded * body + completion * head
 
 
-def packed_plan(
+def plan_forwards(
     model, prompt_lengths: Sequence[int], completion_lengths: Sequence[int], max_tokens, pad_id
-) -> list[list[int]] | None:
-    """Row groups for :func:`packed_logprobs`, one forward each of at most ``max_tokens``
-    tokens (None: one forward), or None when padded forwards are cheaper or ``model`` cannot
-    take packed rows. Pass each group's rows in the order given, with ``width`` the longest
-    ``prompt + completion`` of all rows.
+) -> tuple[list[list[int]], Callable[..., TokenLogprobs]]:
+    """How to score rows in forwards of at most ``max_tokens`` tokens (None: no cap): the row
+    groups, one forward each, and the kernel to call on each group's rows in the order given,
+    ``kernel(model, prompt_ids, completion_ids, pad_id)``.
 
-    Rows are packed first-fit, longest first; the padded alternative is priced as
-    :func:`~comlrl.core.logprobs.padding_aware_micro_batches` would split the rows.
+    The kernel is :func:`packed_logprobs` (rows packed first-fit, longest first) when ``model``
+    keeps packed sequences apart (:func:`packing_verified`) and :func:`packing_pays` says it is
+    cheaper; otherwise :func:`~comlrl.core.logprobs.completion_logprobs` over the groups of
+    :func:`~comlrl.core.logprobs.padding_aware_micro_batches`.
     """
-    from comlrl.core.logprobs import padded_tokens, padding_aware_micro_batches
-
+    padded_groups = padding_aware_micro_batches(prompt_lengths, completion_lengths, max_tokens)
+    padded_plan = (padded_groups, completion_logprobs)
     if not prompt_lengths or min(prompt_lengths) == 0:
-        return None
+        return padded_plan
     lengths = [p + c for p, c in zip(prompt_lengths, completion_lengths)]
     width = max(lengths)
     bins = bins_first_fit(lengths, width)
@@ -185,18 +194,16 @@ def packed_plan(
     groups = [
         [i for b in bins[k : k + per_forward] for i in b] for k in range(0, len(bins), per_forward)
     ]
-    padded_groups = padding_aware_micro_batches(prompt_lengths, completion_lengths, max_tokens)
     padded = padded_tokens(padded_groups, prompt_lengths, completion_lengths)
     completion_padded = sum(
         len(g) * max(1, max(completion_lengths[i] for i in g)) for g in padded_groups
     )
-    if not packing_pays(
+    cheaper = packing_pays(
         model, padded, len(bins) * width, completion_padded, len(padded_groups), len(groups)
-    ):
-        return None
-    if not packing_verified(model, pad_id):
-        return None
-    return groups
+    )
+    if not cheaper or not packing_verified(model, pad_id):
+        return padded_plan
+    return groups, functools.partial(packed_logprobs, width=width)
 
 
 def packed_logprobs(
@@ -207,7 +214,7 @@ def packed_logprobs(
     ``prompt + completion`` sequences packed in order (next fit) into rows ``width`` wide
     (default: the longest sequence).
 
-    The caller checks :func:`packing_verified` (or uses :func:`packed_plan`) first. Gradients
+    The caller checks :func:`packing_verified` (or uses :func:`plan_forwards`) first. Gradients
     flow unless disabled. Prompts must not be empty.
     """
     if len(prompt_ids) != len(completion_ids):

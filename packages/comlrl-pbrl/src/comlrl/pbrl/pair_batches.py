@@ -19,18 +19,16 @@ a group's forwards are held until its backward, and together stay within the bud
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from comlrl.core.logprobs import (
-    completion_logprobs,
     padded_tokens,
     padding_aware_micro_batches,
 )
-from comlrl.core.packing import packed_logprobs, packed_plan
+from comlrl.core.packing import plan_forwards
 
 
 @dataclass
@@ -114,18 +112,12 @@ def row_logps(
     model, prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: int, max_tokens
 ) -> torch.Tensor:
     """Summed completion log-probs ``[rows]`` in the given row order, from forwards of at most
-    ``max_tokens`` tokens: packed rows (:func:`~comlrl.core.packing.packed_plan`) when they are
+    ``max_tokens`` tokens: packed rows (:func:`~comlrl.core.packing.plan_forwards`) when they are
     cheaper and the model takes them, else padded forwards of rows of similar length
     (:func:`~comlrl.core.logprobs.padding_aware_micro_batches`); gradients flow unless the
     caller disables them."""
     p_lens, c_lens = [len(p) for p in prompt_ids], [len(c) for c in completion_ids]
-    groups = packed_plan(model, p_lens, c_lens, max_tokens, pad_id)
-    if groups is not None:
-        width = max(p + c for p, c in zip(p_lens, c_lens))
-        kernel = functools.partial(packed_logprobs, width=width)
-    else:
-        groups = padding_aware_micro_batches(p_lens, c_lens, max_tokens)
-        kernel = completion_logprobs
+    groups, kernel = plan_forwards(model, p_lens, c_lens, max_tokens, pad_id)
     parts = []
     for idx in groups:
         lp = kernel(model, [prompt_ids[i] for i in idx], [completion_ids[i] for i in idx], pad_id)
