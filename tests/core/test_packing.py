@@ -121,3 +121,17 @@ def test_the_probe_accepts_half_precision_models(dtype, monkeypatch):
     model.to(dtype)
     monkeypatch.setattr(packing, "_VERIFIED", {})
     assert packing_verified(model, tok.pad_token_id)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_the_body_is_priced_without_the_head_or_the_input_table(tie, monkeypatch):
+    model, _ = tiny_pair()
+    if not tie:
+        head = model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight.detach().clone())
+    table = model.get_input_embeddings().weight.numel()
+    body = sum(p.numel() for p in model.parameters()) - table - (0 if tie else table)
+    seen = []
+    monkeypatch.setattr(packing, "_packing_pays_for", lambda *args: seen.append(args) or True)
+    packing.packing_pays(model, 10, 10, 5)
+    assert seen[0][:2] == (body, table)

@@ -157,7 +157,8 @@ def packing_pays(
     head_cost = head.weight.numel() if head is not None else 0
     body_cost = sum(p.numel() for p in model.parameters()) - head_cost
     embeddings = model.get_input_embeddings()
-    if embeddings is not None and embeddings is not head:  # an input table is a lookup
+    tied = head is not None and embeddings is not None and embeddings.weight is head.weight
+    if embeddings is not None and not tied:  # an input table is a lookup, not a matmul
         body_cost -= embeddings.weight.numel()
     padded += padded_forwards * FORWARD_COST_TOKENS
     packed_body = packed + packed_forwards * FORWARD_COST_TOKENS
