@@ -10,7 +10,7 @@ builder reads restarting position ids as separate sequences (each attends only t
 the log-probs equal the padded ones up to float rounding, and gradients flow the same way.
 
 Whether a model honours that is checked once per model class and attention implementation by a
-small probe (two sequences packed and alone, compared); models that do not (custom code,
+small probe (a sequence packed after another must score as it does alone); models that do not (custom code,
 transformers versions without packed-sequence masks) keep the padded path. Logits are computed
 at every packed position, so packing pays when the output head is cheap next to the body and
 padding is large; :func:`packing_pays` weighs the two.
@@ -230,11 +230,10 @@ def packed_logprobs(
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
         b, offset = place[i]
         start = offset + len(p) - 1  # the position before each completion token predicts it
-        for t, token in enumerate(c):
-            bins.append(b)
-            cols.append(start + t)
-            targets.append(token)
-            slots.append(i * c_width + t)
+        bins.extend([b] * len(c))
+        cols.extend(range(start, start + len(c)))
+        targets.extend(c)
+        slots.extend(range(i * c_width, i * c_width + len(c)))
     values = torch.zeros(len(rows) * c_width, device=device, dtype=torch.float32)
     mask = torch.zeros(len(rows), c_width, dtype=torch.float32)
     if targets:
