@@ -16,7 +16,7 @@ import torch
 
 from comlrl.ac import IACConfig, IACTrainer, MAACConfig, MAACTrainer
 from comlrl.pbrl import MADPOConfig, MADPOTrainer
-from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
+from comlrl.reinforce import MAGRPOTrainer
 
 from ..ac.helpers import config as ac_config
 from ..ac.helpers import fresh_pair
