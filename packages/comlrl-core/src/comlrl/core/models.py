@@ -181,3 +181,19 @@ def freeze_model(model):
 def unique_models(models: Sequence[Any]) -> list:
     """The distinct model objects, in first-seen order (shared agents count once)."""
     return list({id(m): m for m in models}.values())
+
+
+def place_agents(
+    sources: Sequence[Any], tokenizer: Any, model_config: dict, devices: Sequence[Any]
+) -> tuple[list, list]:
+    """Load every agent and its tokenizer, add the configured special tokens, move each agent
+    to its device and align its generation ids with its tokenizer; returns (agents,
+    tokenizers)."""
+    agents = load_agents(sources, model_config)
+    tokenizers = resolve_tokenizers(tokenizer, sources, model_config)
+    if model_config.get("special_tokens"):
+        add_special_tokens(tokenizers, agents, model_config["special_tokens"])
+    for model, tok, dev in zip(agents, tokenizers, devices):
+        model.to(dev)
+        sync_generation_ids(model, tok)
+    return agents, tokenizers
