@@ -127,7 +127,9 @@ class OptimizationSteps:
             o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
             err = value_error(values, t, o, a.value_clip_range)
             loss = a.value_loss_coef * err.sum() / len(rows)
-            if not loss_is_usable(self, loss, f"{self.algorithm_name} critic ({label}) loss", [opt]):
+            if not loss_is_usable(
+                self, loss, f"{self.algorithm_name} critic ({label}) loss", [opt]
+            ):
                 return None
             loss.backward()
             total += err.detach().sum().item()

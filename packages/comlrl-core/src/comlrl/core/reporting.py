@@ -94,11 +94,16 @@ class Reporting:
             return True
         return False
 
+    def log_record(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Log a training record with the timings since the previous one (no cadence: for
+        records of work that happens once, such as sampling a stage's preference data)."""
+        self.log_metrics({**metrics, **self.take_timings()}, step)
+
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
         """Log an update's ``metrics`` with the timings when the cadence says so."""
         if metrics is None or not self.log_due(step):
             return False
-        self.log_metrics({**metrics, **self.take_timings()}, step)
+        self.log_record(metrics, step)
         return True
 
     def _reduce_metrics(self, metrics: dict[str, Any]) -> dict[str, float]:
@@ -132,6 +137,11 @@ class Reporting:
             disable=not getattr(self, "verbose", True) or not self.is_main_process,
             dynamic_ncols=True,
         )
+
+    @property
+    def latest_reward_mean(self) -> float | None:
+        """The mean training reward of the latest collected batch (None before the first)."""
+        return self._last_reward_mean
 
     def update_progress(self, bar) -> None:
         """Show the latest training reward on the bar."""

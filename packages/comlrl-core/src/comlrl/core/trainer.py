@@ -116,6 +116,12 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         # config as written; ``args`` holds this rank's share of every global batch threshold.
         self.global_args = self.args
         self.dist = init_context(self.args.distributed_mode)
+        if self.dist.is_distributed and not self.supports_multi_process():
+            raise ValueError(
+                f"{self.algorithm_name} runs its own training loop, which does not shard data or "
+                f"average gradients across processes (WORLD_SIZE={self.dist.world_size}); run it "
+                "in a single process. See docs/distributed.md."
+            )
         if self.dist.sharding == "fsdp":
             reason = self.fsdp_unsupported_reason(self.args)
             if reason is not None:
@@ -213,8 +219,16 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.sample_cls, self.joint_sample_cls = sample_cls, joint_sample_cls
         self.shuffle_rng = random.Random(self.args.seed if self.args.seed is not None else 0)
 
+    @classmethod
+    def supports_multi_process(cls) -> bool:
+        """Whether the family trains through the shared loop, which shards global batches
+        across ranks (a subclass that replaces ``train`` does not)."""
+        return cls.train is TrainerBase.train
+
     def fsdp_unsupported_reason(self, args) -> str | None:
         """Why this trainer cannot shard its agents with FSDP2 under ``args`` (None: it can)."""
+        if not self.supports_multi_process():
+            return "its training loop does not run under several processes"
         if args.parallel_training == "mp":
             return "parallel_training='mp' (agent worker threads) is not combined with FSDP"
         return None

@@ -31,6 +31,7 @@ __all__ = [
     "TaggedCentralizedComparatorAdapter",
 ]
 
+
 @dataclass
 class CentralizedInputs(TrainerInputs):
     """The trainer inputs plus the adapter that builds the joint prompt and splits outputs."""
