@@ -83,9 +83,7 @@ def test_reading_a_file_outside_the_work_dir_is_refused(coding, home):
     row, _ = attack(coding, home, f"return open({path!r}).read()")
     assert row["total"] == pytest.approx(FAIL)
     # The OS layers alone (no Python guard) hide the file as well.
-    row, result = attack(
-        coding, home, f"return open({path!r}).read()", {"python_guard": False}
-    )
+    row, result = attack(coding, home, f"return open({path!r}).read()", {"python_guard": False})
     assert row["total"] == pytest.approx(FAIL)
     plan = probe_layers(True, True)
     assert plan.layers.get("hide_tree") or "hide_tree" in plan.missing

@@ -9,7 +9,6 @@ import builtins
 import os
 import signal
 import subprocess
-import sys
 
 import _wire
 

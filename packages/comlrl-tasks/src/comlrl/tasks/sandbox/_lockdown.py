@@ -116,9 +116,7 @@ def drop_privileges():
             raise OSError(ctypes.get_errno(), "could not drop the capability bounding set")
         return
     _check(_libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
-    _check(
-        _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient caps"
-    )
+    _check(_libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient caps")
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     _check(_libc.syscall(_CAPSET, ctypes.byref(header), ctypes.byref(data)), "capset")

@@ -69,7 +69,9 @@ def encode(value, handle=None, depth=0):
     if kind is tuple:
         return {"t": [encode(v, handle, deeper) for v in value]}
     if kind is dict:
-        return {"d": [[encode(k, handle, deeper), encode(v, handle, deeper)] for k, v in value.items()]}
+        return {
+            "d": [[encode(k, handle, deeper), encode(v, handle, deeper)] for k, v in value.items()]
+        }
     if kind is set or kind is frozenset:
         return {"s" if kind is set else "f": [encode(v, handle, deeper) for v in value]}
     if kind is bytes or kind is bytearray:
