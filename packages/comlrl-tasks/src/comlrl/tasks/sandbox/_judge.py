@@ -196,12 +196,14 @@ class Session:
     def start(self):
         """Start a worker and run the setup; return its first answer."""
         self.generation += 1
-        self._remotes = {}
+        # Handles to the setup's names carry over; the worker that made the others is gone.
+        self._remotes = {n: r for n, r in self._remotes.items() if n < self.exported}
         self.link = Link(self.interpreter, self.env)
         with alarm(self.timeout):
             first = self.link.open(self.head)
         if type(first) is dict and type(first.get("ready")) is dict:
-            self.exported = len(first["ready"])
+            handles = first.get("handles")
+            self.exported = handles if type(handles) is int else 0
         return first
 
     def restart_if_dead(self):

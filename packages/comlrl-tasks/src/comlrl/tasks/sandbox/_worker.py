@@ -111,7 +111,8 @@ def main():
     except BaseException as exc:  # the generated code may raise anything, SystemExit included
         _wire.send(REPLIES, {"setup_error": _error(exc)})
         os._exit(0)
-    _wire.send(REPLIES, {"ready": _exports(namespace, objects)})
+    names = _exports(namespace, objects)
+    _wire.send(REPLIES, {"ready": names, "handles": len(objects.by_number)})
     while True:
         request = _wire.receive(REQUESTS)
         try:

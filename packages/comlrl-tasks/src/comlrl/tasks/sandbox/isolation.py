@@ -127,7 +127,8 @@ def probe_layers(namespaces: bool, landlock: bool) -> Plan:
             missing["landlock_net"] = f"Landlock ABI {abi}"
         if abi < 6:
             missing["landlock_scope"] = f"Landlock ABI {abi}"
-    return Plan(prefix if layers.get("hide_tree") else (), layers, missing)
+    # The namespaces still isolate network and PIDs when the new root could not be built.
+    return Plan(prefix, layers, missing)
 
 
 def plan_for(limits: SandboxLimits) -> Plan:
