@@ -20,7 +20,7 @@ from comlrl.tasks.sandbox import (
     max_concurrency,
     run_job,
 )
-from comlrl.tasks.sandbox.isolation import Plan, namespace_prefix, scrubbed_env
+from comlrl.tasks.sandbox.isolation import Plan, namespace_prefix, probe_layers, scrubbed_env
 from tests.tasks.helpers import fast_limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,6 +230,17 @@ def test_landlock_alone_blocks_writes_outside_the_work_dir():
         **alone,
     )
     assert inside.passed == 1
+
+
+def test_landlock_alone_confines_reads(tmp_path):
+    if landlock_abi() < 1:
+        # No Landlock here: the gap must at least be known (and so warned about, or refused).
+        assert "landlock" in probe_layers(True, True).missing
+        return
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the sandbox", encoding="utf-8")
+    result, _ = run(f"open({str(secret)!r}).read()", python_guard=False, namespaces=False)
+    assert result.setup_error_type == "PermissionError"
 
 
 def test_a_forged_report_is_ignored():

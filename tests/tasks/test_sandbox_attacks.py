@@ -330,3 +330,38 @@ def test_a_printed_success_marker_does_not_pass(coding, home):
     )
     row, _ = attack(coding, home, body)
     assert row["total"] == pytest.approx(FAIL)
+
+
+UNITTESTS = """
+import unittest
+
+class TestBox(unittest.TestCase):
+    def test_value(self):
+        self.assertEqual(Box().value(), 5)
+
+    def test_truth(self):
+        self.assertTrue(Box().value())
+
+    def test_raises(self):
+        with self.assertRaises(ValueError):
+            Box().fail()
+"""
+
+
+def test_unittest_jobs_do_not_trust_generated_equality_or_truth(home):
+    from comlrl.tasks.sandbox import ExecJob, run_job
+    from tests.tasks.helpers import fast_limits
+
+    cheat = (
+        "class Yes:\n    def __eq__(self, other):\n        return True\n"
+        "    def __bool__(self):\n        return True\n"
+        "class Box:\n    def value(self):\n        return Yes()\n"
+        "    def fail(self):\n        raise ValueError('expected by the test')\n"
+    )
+    result = run_job(ExecJob(setup=cheat, unittest_source=UNITTESTS), fast_limits())
+    passed = {t.name: t.passed for t in result.tests}
+    assert passed == {
+        "TestBox.test_raises": True,
+        "TestBox.test_truth": False,
+        "TestBox.test_value": False,
+    }
