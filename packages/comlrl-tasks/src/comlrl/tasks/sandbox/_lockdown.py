@@ -18,7 +18,8 @@ _MNT_DETACH = 2
 # statvfs f_flag bits that a bind remount inside a user namespace must keep (they are locked).
 _ST_TO_MS = {1: _MS_RDONLY, 2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _MS_NOATIME}
 _ST_TO_MS.update({2048: _MS_NODIRATIME, 4096: _MS_RELATIME})
-_SYS_PIVOT_ROOT = 155  # x86_64; other architectures fall back to the Landlock-only layers
+# pivot_root's number differs by architecture; elsewhere the new root is reported missing.
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 
 # Landlock (linux/landlock.h); the syscall numbers are the same on every architecture.
@@ -34,7 +35,8 @@ _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS = 4, 24, 28
 _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 # SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE, each with its lock bit.
 _SECUREBITS = 0b1 | 0b10 | 0b100 | 0b1000 | 0b100000 | 0b1000000 | 0b10000000
-_CAPSET, _CAP_VERSION_3 = 126, 0x20080522
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "riscv64": 91, "ppc64le": 184, "s390x": 185}
+_CAP_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -46,6 +48,13 @@ def _check(result, what):
         errno = ctypes.get_errno()
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
     return result
+
+
+def _syscall_number(table, name):
+    number = table.get(os.uname().machine)
+    if number is None:
+        raise OSError(0, f"the {name} syscall number is not known for {os.uname().machine}")
+    return number
 
 
 def _mount(source, target, fstype, flags, data=None):
@@ -79,6 +88,7 @@ def hide_tree(newroot, read_roots, workdir, disk_mb, max_files):
     size-limited tmpfs, so its total disk use is bounded by the kernel; the new /proc belongs to
     this PID namespace, so the trainer's processes (and their environments) are not in it.
     """
+    pivot_root = _syscall_number(_SYS_PIVOT_ROOT, "pivot_root")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("tmpfs", newroot, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,mode=0755")
     for path in read_roots:
@@ -93,7 +103,7 @@ def hide_tree(newroot, read_roots, workdir, disk_mb, max_files):
     _mount("tmpfs", newroot + workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     os.chdir(newroot)
     # pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours.
-    _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.syscall(pivot_root, b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", _MNT_DETACH), "umount old root")
     os.chdir("/")
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
@@ -117,9 +127,10 @@ def drop_privileges():
         return
     _check(_libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
     _check(_libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient caps")
+    capset = _syscall_number(_SYS_CAPSET, "capset")
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
-    _check(_libc.syscall(_CAPSET, ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(_libc.syscall(capset, ctypes.byref(header), ctypes.byref(data)), "capset")
     if _effective_caps() != 0:
         raise OSError(0, "capabilities are still effective after capset")
 
