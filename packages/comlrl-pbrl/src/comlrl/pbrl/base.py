@@ -27,6 +27,7 @@ from comlrl.core.centralized import (
 )
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects, barrier, resolve_mode, shard_range
+from comlrl.core.input_checks import check_agent_count, check_generation_kwargs
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller, RewardError
 from comlrl.core.rollout.formatters import build_formatters
@@ -136,6 +137,7 @@ class PreferenceTrainerBase(TrainerBase):
             actor_args = copy.copy(args)
             actor_args.num_agents = None
         elif agents is not None and agent_model is None:
+            check_agent_count(agents, num_agents, type(self))
             num_agents = None
         if (
             not self.supports_multi_process()
@@ -540,6 +542,7 @@ class PreferenceTrainerBase(TrainerBase):
 
         Extra keyword arguments go to ``model.generate`` when candidates are sampled.
         """
+        check_generation_kwargs(generation_kwargs)
         from comlrl.core.checkpoint.rng import preserved_rng
         from comlrl.core.checkpoint.session import CheckpointSession
 
