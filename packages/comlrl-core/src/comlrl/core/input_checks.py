@@ -7,20 +7,14 @@ dataset trains 0 steps) or an error from deep inside torch or transformers.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from comlrl.core.config.run_file import nearest_hint
 from comlrl.core.models import check_model_config
-
-
-def closest(name: str, valid: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the valid name nearest to ``name``, or ``""``."""
-    match = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
 
 
 def check_dataset(dataset: Any, field: str, *, default_formatter: bool) -> None:
@@ -152,7 +146,7 @@ def check_generation_kwargs(kwargs: Mapping[str, Any], function: str = "train()"
     for key in kwargs:
         if key not in valid:
             raise ValueError(
-                f"{function} got an unknown keyword {key!r}{closest(key, sorted(valid))}. Extra "
+                f"{function} got an unknown keyword {key!r}{nearest_hint(key, valid)}. Extra "
                 "keywords of train() are passed to model.generate: use a field of "
                 "transformers.GenerationConfig (e.g. repetition_penalty, min_new_tokens) or one "
                 "of train()'s checkpoint arguments."
