@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from comlrl.ac import IACConfig, IACTrainer
 from comlrl.core.config.run_file import CheckpointSection, WandbSection, check_run_file, field_names
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.launch import DEFAULT_RUN, checkpoint_settings, run_training
@@ -78,6 +79,20 @@ def broken_config(ctx):
     with open(os.path.join(path, "config.json"), "w") as fh:
         fh.write('{\n  "model_type": "qwen2",\n  "hidden_size": 64,,\n}\n')
     magrpo(ctx, agent_model=path)
+
+
+def missing_critic(ctx):
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    cfg = dict(FAST, num_generations=2, num_turns=1, output_dir=str(ctx.tmp / "run"))
+    IACTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        critic_model=str(ctx.tmp / "no_critic"),
+        train_dataset=ROWS,
+        reward_func=reward,
+        args=IACConfig(**cfg),
+    )
 
 
 def empty_model_dir(ctx):
@@ -204,6 +219,7 @@ CASES = [
         lambda c: magrpo(c, agent_model=str(c.tmp / "nowhere")),
         ("agent_model", "nowhere", "does not exist", "hub id"),
     ),
+    Case("missing critic path", missing_critic, ("critic", "no_critic", "does not exist")),
     Case("empty model dir", empty_model_dir, ("agent_model", "empty", "config.json")),
     Case("broken config.json", broken_config, ("config.json", "broken", "line 3")),
     Case("truncated weights", truncated_weights, ("model.safetensors", "cut", "truncated")),
