@@ -16,6 +16,9 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
+            # Merge keys (<<: *base) may legitimately be overridden by explicit keys.
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable) and key in seen:
                 raise yaml.constructor.ConstructorError(
