@@ -116,6 +116,10 @@ def check_construction(
     check_model_config(trainer.model_config)
 
 
+# generate() parameters and GenerationConfig fields that a caller never passes by keyword
+_NOT_GENERATION = frozenset({"self", "inputs", "transformers_version"})
+
+
 @functools.cache
 def generation_keywords() -> frozenset[str]:
     """Keyword arguments ``model.generate`` understands: the fields of transformers'
@@ -132,9 +136,6 @@ def generation_keywords() -> frozenset[str]:
     return frozenset(
         n for n in fields | params if not n.startswith("_") and n not in _NOT_GENERATION
     )
-
-
-_NOT_GENERATION = frozenset({"self", "inputs", "transformers_version"})
 
 
 def check_generation_kwargs(kwargs: Mapping[str, Any], function: str = "train()") -> None:
