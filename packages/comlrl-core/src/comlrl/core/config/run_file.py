@@ -170,8 +170,12 @@ def field_names(cls: type) -> list[str]:
 
 
 def nearest_hint(name: Any, valid: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the valid name nearest to ``name`` (difflib), or ``""``."""
-    match = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+    """`` (did you mean 'x'?)`` for the valid name nearest to ``name`` (difflib, else one it
+    abbreviates), or ``""``."""
+    valid = [str(v) for v in valid]
+    match = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
+    if not match:  # a shortened name ("every" for "every_batches") is close too
+        match = [v for v in valid if v.startswith(str(name))][:1] if len(str(name)) >= 3 else []
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
