@@ -29,6 +29,7 @@ from comlrl.core.distributed import (
     per_rank_config,
 )
 from comlrl.core.gradients import GradientSync
+from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
 from comlrl.core.models import place_agents, resolve_model_sources
@@ -140,6 +141,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         sections = (inputs.wandb_config or {}).get("config_sections") or {}
         self.verbose = bool((sections.get("output") or {}).get("verbose", True))
         self.env_step = 0
+        check_construction(self, inputs.train_dataset, inputs.eval_dataset, inputs.formatters)
         self._resolve_agents(inputs)
         self.formatters = build_formatters(inputs.formatters, self.num_agents)
         if inputs.reward_func is None or not callable(inputs.reward_func):
@@ -327,6 +329,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
 
         Extra keyword arguments go to ``model.generate`` during training rollouts.
         """
+        check_generation_kwargs(generation_kwargs)
         from comlrl.core.checkpoint.session import CheckpointSession
 
         session = CheckpointSession(

@@ -30,6 +30,7 @@ from comlrl.core.centralized import (
 )
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects, resolve_mode, shard_range
+from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
@@ -102,6 +103,7 @@ class PreferenceTrainerBase(TrainerBase):
             actor_inputs, _, self.collaboration = centralize(inputs, args, adapter)
             self.num_roles = self.collaboration.num_roles
         elif inputs.agents is not None and inputs.agent_model is None:
+            check_agent_count(inputs.agents, inputs.num_agents, type(self))
             actor_inputs = actor_inputs.replace(num_agents=None)
         if not self.supports_multi_process() and resolve_mode(args.distributed_mode) != "single":
             # Refused before any model is loaded.

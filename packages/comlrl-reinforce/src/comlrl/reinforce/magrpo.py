@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from comlrl.core.buffer import Batch, Experience, Record
+from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
@@ -64,6 +65,7 @@ class MAGRPOTrainer(TrainerBase):
         """Check the config type, build the agents, optimizers, references and buffer."""
         args = inputs.args if inputs.args is not None else self.default_config_cls()
         self._check_args_type(args)
+        check_agent_count(inputs.agents, inputs.num_agents, type(self))
         if inputs.agents is not None and inputs.agent_model is None:
             inputs = inputs.replace(num_agents=None)
         super().setup(inputs.replace(args=args))
