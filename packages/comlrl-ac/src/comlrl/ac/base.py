@@ -144,20 +144,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
     def collect(self, unit) -> Batch:
         """Roll out the unit's items; one record per item (episode), with its samples' old
         values, TD targets and advantages, and the ``metrics_callback`` metrics."""
-        a = self.args
-        params = self.sampling_params(self.generation_kwargs)
-        roots = self.rollout(
-            unit.items,
-            a.num_generations,
-            params,
-            joint_mode="aligned",
-            early_termination_threshold=a.early_termination_threshold,
-            env_step_start=self.env_step,
-            offset=unit.offset,
-        )
-        nodes = [node for root in roots for node in root.walk()]
-        self.env_step = max(n.env_step for n in nodes)
-        self._last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
+        roots, _ = self.rollout_unit(unit)
         return Batch(
             [
                 Record(e.samples, e.env_step, joint=e.joint, metrics=self._episode_metrics(e))

@@ -12,15 +12,7 @@ from comlrl.core.trainer import TrainerBase
 
 
 class ActorCriticReporting:
-    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``,
-    ``metrics_callback`` and ``_tree_samples``; the core logs what it returns."""
-
     run_config_keys = TrainerBase.run_config_keys + (
-        "advantage_mode",
-        "advantage_normalization",
-        "reference_kl_enabled",
-        "reference_kl_coef",
-        "reference_devices",
         "critic_learning_rate",
         "rollout_buffer_size",
         "train_batch_size",
@@ -30,6 +22,8 @@ class ActorCriticReporting:
         "discount",
         "use_separate_critic",
     )
+    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``,
+    ``metrics_callback`` and ``_tree_samples``; the core logs what it returns."""
 
     def _episode_metrics(self, episode: Episode) -> dict[str, float] | None:
         """``metrics_callback``'s metrics of one episode (logged when it enters the buffer)."""

@@ -20,9 +20,15 @@ from comlrl.core.logging import MetricLogger
 class Reporting:
     """Logging for every family: one cadence, one logger, one progress bar."""
 
-    # Config fields summarised in the W&B run config (families add theirs).
+    # Config fields summarised in the W&B run config, where the config has them (a family
+    # extends the tuple with its own).
     run_config_keys: tuple[str, ...] = (
         "num_turns",
+        "advantage_mode",
+        "advantage_normalization",
+        "reference_kl_enabled",
+        "reference_kl_coef",
+        "reference_devices",
         "agent_learning_rate",
         "num_train_epochs",
         "max_new_tokens",
@@ -44,9 +50,10 @@ class Reporting:
         return os.path.join("runs", f"{self.algorithm_name.lower()}-{stamp}-{os.getpid()}")
 
     def run_config(self) -> dict[str, Any]:
-        """The run description logged to W&B (the config as written, global batch sizes)."""
+        """The run description logged to W&B: model, agent count, algorithm, and the config
+        fields of ``run_config_keys`` that the config has (as written: global batch sizes)."""
         a = self.global_args
-        cfg = {
+        cfg: dict[str, Any] = {
             "model_name": self.model_name,
             "num_agents": self.num_agents,
             "algorithm": self.algorithm_name,

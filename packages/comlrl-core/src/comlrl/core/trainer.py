@@ -9,21 +9,15 @@ the rollout backend, rewards, buffers, logging, evaluation and checkpoints.
 
 from __future__ import annotations
 
-import functools
 import os
 import random
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
-
-import torch
 
 from comlrl.core import evaluation, loop
 from comlrl.core.buffer import RolloutBuffer
-from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
 from comlrl.core.distributed import (
     DistributedContext,
-    IndexedWorkers,
-    barrier,
     init_context,
     local_context,
     per_rank_config,
@@ -32,45 +26,16 @@ from comlrl.core.gradients import GradientSync
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
-from comlrl.core.models import place_agents, resolve_model_sources
+from comlrl.core.models import place_agents
+from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.reporting import Reporting
 from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backend import HFBackend
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.steps import RolloutSteps
+from comlrl.core.saving import main_process_only
 from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
-
-
-def main_process_only(method):
-    """Run a saving method on rank 0 only; every rank returns once it is done (a barrier).
-
-    :class:`TrainerBase` applies it to ``save_model`` of every subclass that defines one, so a
-    family's own saving code needs no rank checks. Nested calls (a subclass calling
-    ``super().save_model``) run plainly inside the outer one.
-    """
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if not self.dist.is_distributed or getattr(self, "_saving_on_main", False):
-            return method(self, *args, **kwargs)
-        result = None
-        # Sharded agents are gathered into full tensors on every rank before rank 0 saves.
-        view = self.sharded.full_view() if self.sharded is not None else nullcontext()
-        try:
-            with view:
-                if self.dist.is_main:
-                    self._saving_on_main = True
-                    try:
-                        result = method(self, *args, **kwargs)
-                    finally:
-                        self._saving_on_main = False
-        finally:
-            barrier(self.dist)
-        return result
-
-    wrapper._main_process_only = True
-    return wrapper
 
 
 class TrainingInterrupted(Exception):
@@ -142,7 +107,8 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.verbose = bool((sections.get("output") or {}).get("verbose", True))
         self.env_step = 0
         check_construction(self, inputs.train_dataset, inputs.eval_dataset, inputs.formatters)
-        self._resolve_agents(inputs)
+        self.sources, self.model_name = resolve_agents(inputs, self.args)
+        self.num_agents = len(self.sources)
         self.formatters = build_formatters(inputs.formatters, self.num_agents)
         if inputs.reward_func is None or not callable(inputs.reward_func):
             raise ValueError("reward_func must be a callable.")
@@ -158,7 +124,9 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
                 f"Multi-turn {self.algorithm_name} requires an external_transition "
                 f"(num_turns={self.args.num_turns})."
             )
-        self._plan_workers()
+        self.agent_devices, self.workers, self._worker_groups = plan_workers(
+            self.args, self.dist, self.num_agents
+        )
         if not load_models:
             return
         self.agents, self.tokenizers = place_agents(
@@ -173,46 +141,6 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
 
             # Before any optimizer exists: optimizers must hold the sharded parameters.
             self.sharded = ShardedAgents(self.agents, self.dist)
-
-    def _resolve_agents(self, inputs: TrainerInputs) -> None:
-        num_agents, agents, tokenizer = inputs.num_agents, inputs.agents, inputs.tokenizer
-        self.sources = resolve_model_sources(inputs.agent_model, agents, num_agents)
-        self.num_agents = len(self.sources)
-        cfg_agents = self.args.num_agents
-        if agents is not None and inputs.agent_model is None and num_agents is not None:
-            if num_agents != self.num_agents:
-                raise ValueError(
-                    f"num_agents ({num_agents}) does not match len(agents) ({self.num_agents})."
-                )
-        if cfg_agents is not None and cfg_agents != self.num_agents:
-            raise ValueError(
-                f"args.num_agents ({cfg_agents}) does not match the number of agents "
-                f"({self.num_agents}); set the config's num_agents to {self.num_agents}."
-            )
-        if tokenizer is None and not all(isinstance(s, (str, os.PathLike)) for s in self.sources):
-            raise ValueError("Tokenizer(s) must be provided when agents are model objects.")
-        if isinstance(tokenizer, (list, tuple)) and len(tokenizer) != self.num_agents:
-            raise ValueError(
-                f"tokenizers length ({len(tokenizer)}) must match agents ({self.num_agents})."
-            )
-        from comlrl.core.models import infer_model_name
-
-        self.model_name = infer_model_name(self.sources[0])
-
-    def _plan_workers(self) -> None:
-        a = self.args
-        self.agent_devices = plan_devices(a.parallel_training, a.agent_devices, self.num_agents)
-        if self.dist.is_distributed and a.agent_devices is None and torch.cuda.is_available():
-            # Each rank trains on its own GPU unless agent_devices places the agents.
-            self.agent_devices = [torch.device("cuda", self.dist.local_rank)] * self.num_agents
-        parallel = uses_parallel_workers(a.parallel_training, self.agent_devices)
-        self._worker_groups: list = []
-        if self.dist.is_distributed and parallel and self.num_agents > 1:
-            # One process group per agent worker: concurrent agents reduce independently.
-            self.workers = IndexedWorkers(self.num_agents, True)
-            self._worker_groups = [torch.distributed.new_group() for _ in range(self.num_agents)]
-        else:
-            self.workers = AgentWorkers(self.num_agents, parallel)
 
     def use_buffer(self, capacity: int, sample_cls: Any, joint_sample_cls: Any = None) -> None:
         """Give the family a rollout buffer of ``capacity`` samples per agent, whose samples

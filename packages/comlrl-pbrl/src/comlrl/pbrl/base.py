@@ -69,6 +69,14 @@ class PreferenceTrainerBase(TrainerBase):
         PreferenceInputs,
     )
     progress_unit = "step"
+    run_config_keys = TrainerBase.run_config_keys + (
+        "preference_num_candidates",
+        "preference_pairs_per_sample",
+        "pair_selection",
+        "dpo_beta",
+        "reference_free",
+        "collaboration_mode",
+    )
     timing_idle_throughput = True
 
     @classmethod
@@ -425,16 +433,6 @@ class PreferenceTrainerBase(TrainerBase):
 
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()
-        a = self.args
-        for key in (
-            "preference_num_candidates",
-            "preference_pairs_per_sample",
-            "pair_selection",
-            "dpo_beta",
-            "reference_free",
-            "collaboration_mode",
-        ):
-            cfg[key] = getattr(a, key)
         if self.collaboration is not None:
             cfg.update(num_roles=self.num_roles, num_actor_models=1)
         return cfg

@@ -34,6 +34,7 @@ from comlrl.core.models import ensure_pad_token, freeze_model, load_causal_lm
 from comlrl.core.rewards.ranges import get_reward_range
 from comlrl.pbrl import drift
 from comlrl.pbrl.api import ApiClient, ApiSettings
+from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.comparators import (
     ApiComparator,
     CentralizedComparator,
@@ -63,6 +64,14 @@ def _is_name(value: Any) -> bool:
 
 class IterativeMixin:
     """The iteration loop shared by MADPOIter and MARLHFIter (see the module docstring)."""
+
+    run_config_keys = PreferenceTrainerBase.run_config_keys + (
+        "num_iterations",
+        "comparator_policy",
+        "comparator_generation_mode",
+        "preference_replay_mode",
+        "comparator_num_candidates",
+    )
 
     # ------------------------------------------------------------------ construction
     def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
@@ -471,19 +480,6 @@ class IterativeMixin:
         if self.snapshots_enabled:
             self._save_snapshot(snapshot_name(stage + 1))
 
-    def run_config(self) -> dict[str, Any]:
-        cfg = super().run_config()
-        a = self.args
-        for key in (
-            "num_iterations",
-            "comparator_policy",
-            "comparator_generation_mode",
-            "preference_replay_mode",
-            "comparator_num_candidates",
-        ):
-            cfg[key] = getattr(a, key)
-        return cfg
-
     # ------------------------------------------------------------------ resumable state
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -553,6 +549,7 @@ class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
 
     algorithm_name = "MARLHFIter"
     default_config_cls = MARLHFIterConfig
+    run_config_keys = IterativeMixin.run_config_keys + ("rl_algorithm",)
     checkpoint_kind = "marlhf_iter"
 
     def setup(self, inputs) -> None:

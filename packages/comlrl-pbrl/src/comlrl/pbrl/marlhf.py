@@ -348,6 +348,7 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     checkpoint_kind = "marlhf"
 
     inputs_cls = RLHFInputs
+    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
     __init__ = compat_constructor(
         signature_of(
             MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
@@ -372,11 +373,6 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
         self._validate_rlhf_inputs(
             args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
         )
-
-    def run_config(self) -> dict[str, Any]:
-        cfg = super().run_config()
-        cfg["rl_algorithm"] = self.args.rl_algorithm
-        return cfg
 
     def _prepare_stage(self, stage: int) -> bool:
         if self.pairs_sampled:

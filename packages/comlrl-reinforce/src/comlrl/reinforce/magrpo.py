@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
@@ -21,6 +22,7 @@ from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import batch_normalize, group_advantages
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.losses import as_tensor, row_weights
 
 
 @dataclass
@@ -52,13 +54,6 @@ class MAGRPOTrainer(TrainerBase):
 
     algorithm_name = "MAGRPO"
     default_config_cls = MAGRPOConfig
-    run_config_keys = TrainerBase.run_config_keys + (
-        "advantage_mode",
-        "advantage_normalization",
-        "reference_kl_enabled",
-        "reference_kl_coef",
-        "reference_devices",
-    )
     __init__ = compat_constructor(signature_of(MAGRPO_STYLE + ("model",)))
 
     def setup(self, inputs: TrainerInputs) -> None:
@@ -90,23 +85,10 @@ class MAGRPOTrainer(TrainerBase):
     # ------------------------------------------------------------------ collect
     def collect(self, unit) -> Batch:
         """Roll out the unit's items; one record per tree node, in env-step order."""
-        a = self.args
-        params = self.sampling_params(self.generation_kwargs)
-        roots = self.rollout(
-            unit.items,
-            a.num_generations,
-            params,
-            joint_mode=a.joint_mode,
-            early_termination_threshold=a.early_termination_threshold,
-            env_step_start=self.env_step,
-            offset=unit.offset,
-        )
-        nodes = [node for root in roots for node in root.walk()]
-        self.env_step = max(n.env_step for n in nodes)
+        _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
         if self.reference_models:
             self._attach_reference_kl(per_agent)
-        self._last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
         return Batch(
             [
@@ -201,18 +183,18 @@ class MAGRPOTrainer(TrainerBase):
         micro-batch, gradients accumulated)."""
         a = self.args
         advs = self.advantages_for(batch)
-        prompts, comps, weights = [], [], []
+        prompts, comps, adv_rows, sizes = [], [], [], []
         for s, adv in zip(batch, advs):
-            k = len(s.completion_ids)
             for c, av in zip(s.completion_ids, adv.tolist()):
                 prompts.append(s.prompt_ids)
                 comps.append(c)
-                w = av / (k * len(batch))
-                if a.loss_length_normalization == "token_mean":
-                    w /= max(1, len(c))
-                elif a.loss_length_normalization == "constant":
-                    w /= a.max_new_tokens
-                weights.append(w)
+                adv_rows.append(av)
+                sizes.append(len(s.completion_ids))
+        lengths = [len(c) for c in comps]
+        weights = row_weights(
+            lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
+        )
+        policy_loss = algos.get("policy_loss", "reinforce", "policy_loss")
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -222,10 +204,14 @@ class MAGRPOTrainer(TrainerBase):
             lp = shared_prompt_logprobs(
                 model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
             )
-            w = torch.tensor(
-                [weights[i] for i in idx], dtype=torch.float32, device=lp.values.device
+            device = lp.values.device
+            loss, _ = policy_loss(
+                lp,
+                None,
+                as_tensor([adv_rows[i] for i in idx], device),
+                as_tensor([weights[i] for i in idx], device),
+                a,
             )
-            loss = -(w * lp.sequence_sum()).sum()
             if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
                 return None, None
             loss.backward()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from comlrl.core.distributed import item_seed
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams
 from comlrl.core.rollout.tree import TreeSettings, build_trees
@@ -108,3 +110,22 @@ class RolloutSteps:
             for node in root.walk():
                 node.env_step = env_step_start + node.env_step * world
         return roots
+
+    def rollout_unit(self, unit, joint_mode: str = "aligned"):
+        """The training rollout of an item batch (its items, from the current env step, K =
+        ``num_generations``); advances ``env_step`` and records the batch's mean reward.
+        Returns (roots, every node in walk order)."""
+        a = self.args
+        roots = self.rollout(
+            unit.items,
+            a.num_generations,
+            self.sampling_params(self.generation_kwargs),
+            joint_mode=joint_mode,
+            early_termination_threshold=a.early_termination_threshold,
+            env_step_start=self.env_step,
+            offset=unit.offset,
+        )
+        nodes = [node for root in roots for node in root.walk()]
+        self.env_step = max(n.env_step for n in nodes)
+        self._last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
+        return roots, nodes
