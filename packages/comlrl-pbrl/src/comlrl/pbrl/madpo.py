@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from comlrl.core import algos
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
-from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss
+from comlrl.pbrl.dpo import DPOOutput
 from comlrl.pbrl.pair_batches import distinct_rows, pair_groups, row_logps
 from comlrl.pbrl.pairs import PreferencePair
 
@@ -82,7 +83,7 @@ class DPOMixin:
                     )
                     chosen.append(values[rows.winner_rows])
                     rejected.append(values[rows.loser_rows])
-                part = joint_dpo_loss(
+                part = algos.get("preference_loss", "sigmoid", "preference_loss")(
                     chosen,
                     rejected,
                     a.dpo_beta,
