@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from comlrl.core.devices import plan_devices
-from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
+from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import build_adamw
 from comlrl.core.reference import build_reference_models, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
@@ -272,11 +272,15 @@ class MAGRPOTrainer(TrainerBase):
         opt.zero_grad(set_to_none=True)
         total = 0.0
         # A node's K completions share its prompt: each micro-batch encodes a prompt once.
-        groups = shared_prompt_micro_batches(prompts, [len(c) for c in comps], a.logprob_max_tokens)
-        for idx in groups:
-            lp = shared_prompt_logprobs(
-                model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
-            )
+        parts = score_parts(
+            model,
+            prompts,
+            comps,
+            pad_id=pad,
+            max_tokens=a.logprob_max_tokens,
+            layout="shared_prompt",
+        )
+        for idx, lp in parts:
             w = torch.tensor(
                 [weights[i] for i in idx], dtype=torch.float32, device=lp.values.device
             )
