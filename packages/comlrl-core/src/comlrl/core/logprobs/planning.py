@@ -300,7 +300,8 @@ def plan(
     (:func:`plan_forwards`: packed rows where they are verified and cheaper, else padding-aware
     padded forwards), ``"padded"`` (:func:`length_sorted_micro_batches` with
     :func:`~comlrl.core.logprobs.kernels.completion_logprobs`), or ``"auto"``: shared prompts
-    when some prompt repeats and the model can take a prompt cache, else ``"packed"``.
+    when some prompt repeats and the model can take a prompt cache, else ``"packed"``. A model
+    that cannot take a prompt cache gets ``"padded"`` for ``"shared_prompt"``.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}.")
@@ -308,6 +309,9 @@ def plan(
     if layout == "auto":
         repeated = len({tuple(p) for p in prompt_ids}) < len(prompt_ids)
         layout = "shared_prompt" if repeated and prompt_sharing_ready(model) else "packed"
+    if layout == "shared_prompt" and not prompt_sharing_ready(model):
+        # Its kernel would run padded rows, which shared-prompt groups may not fit.
+        layout = "padded"
     if layout == "shared_prompt":
         return shared_prompt_micro_batches(prompt_ids, c_lens, max_tokens), shared_prompt_logprobs
     p_lens = [len(p) for p in prompt_ids]
