@@ -29,11 +29,11 @@ from comlrl.core.logprobs import (
     length_sorted_micro_batches,
     padded_tokens,
     padding_aware_micro_batches,
+    plan_forwards,
     shared_prompt_logprobs,
     shared_prompt_micro_batches,
 )
 from comlrl.core.optim import build_adamw
-from comlrl.core.packing import plan_forwards
 from comlrl.core.rollout import generation
 from comlrl.core.rollout.generation import SamplingParams
 

@@ -5,15 +5,11 @@ import random
 import pytest
 import torch
 
-import comlrl.core.packing as packing
-from comlrl.core.logprobs import completion_logprobs
-from comlrl.core.packing import (
-    bins_first_fit,
-    bins_next_fit,
-    packed_logprobs,
-    packing_verified,
-    plan_forwards,
-)
+import comlrl.core.logprobs.kernels as kernels
+import comlrl.core.logprobs.planning as planning
+from comlrl.core.logprobs import completion_logprobs, packed_logprobs, packing_verified
+from comlrl.core.logprobs.kernels import bins_next_fit
+from comlrl.core.logprobs.planning import bins_first_fit, plan_forwards
 from comlrl.core.testing import tiny_pair
 
 
@@ -54,14 +50,14 @@ def test_packed_rows_equal_padded_rows_values_and_gradients(arch):
 
 def test_the_probe_rejects_a_model_whose_masks_ignore_packing(monkeypatch):
     model, tok = tiny_pair()
-    monkeypatch.setattr(packing, "_VERIFIED", {})
+    monkeypatch.setattr(kernels, "_VERIFIED", {})
     assert packing_verified(model, tok.pad_token_id)
 
     # Without packed-sequence detection the mask is plain causal: sequences see each other.
     import transformers.masking_utils as masking
 
     monkeypatch.setattr(masking, "find_packed_sequence_indices", lambda position_ids: None)
-    monkeypatch.setattr(packing, "_VERIFIED", {})
+    monkeypatch.setattr(kernels, "_VERIFIED", {})
     assert not packing_verified(model, tok.pad_token_id)
     assert model.training is False  # the probe restores the mode it found
 
@@ -69,7 +65,7 @@ def test_the_probe_rejects_a_model_whose_masks_ignore_packing(monkeypatch):
 def test_the_probe_keeps_training_mode():
     model, tok = tiny_pair()
     model.train()
-    packing._VERIFIED.clear()
+    kernels._VERIFIED.clear()
     packing_verified(model, tok.pad_token_id)
     assert model.training
 
@@ -98,8 +94,8 @@ def test_plan_keeps_padding_when_rows_are_alike_or_prompts_empty():
 
 def test_an_expensive_head_keeps_padding():
     # 10% padding saved on the body; packing runs the prompt tokens through the head too
-    assert packing._packing_pays_for(1000, 10, padded=110, packed=100, completion=60)
-    assert not packing._packing_pays_for(1000, 1000, padded=110, packed=100, completion=60)
+    assert planning._packing_pays_for(1000, 10, padded=110, packed=100, completion=60)
+    assert not planning._packing_pays_for(1000, 1000, padded=110, packed=100, completion=60)
 
 
 def test_bins():
@@ -119,7 +115,7 @@ def test_empty_prompts_are_refused():
 def test_the_probe_accepts_half_precision_models(dtype, monkeypatch):
     model, tok = tiny_pair()
     model.to(dtype)
-    monkeypatch.setattr(packing, "_VERIFIED", {})
+    monkeypatch.setattr(kernels, "_VERIFIED", {})
     assert packing_verified(model, tok.pad_token_id)
 
 
@@ -132,6 +128,6 @@ def test_the_body_is_priced_without_the_head_or_the_input_table(tie, monkeypatch
     table = model.get_input_embeddings().weight.numel()
     body = sum(p.numel() for p in model.parameters()) - table - (0 if tie else table)
     seen = []
-    monkeypatch.setattr(packing, "_packing_pays_for", lambda *args: seen.append(args) or True)
-    packing.packing_pays(model, 10, 10, 5)
+    monkeypatch.setattr(planning, "_packing_pays_for", lambda *args: seen.append(args) or True)
+    planning.packing_pays(model, 10, 10, 5)
     assert seen[0][:2] == (body, table)

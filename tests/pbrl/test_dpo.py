@@ -232,19 +232,23 @@ def test_pair_groups_under_a_token_cap_give_the_uncapped_gradient(tmp_path, refe
 
 
 def test_distinct_rows_score_a_repeated_candidate_once(tmp_path):
-    from comlrl.core.logprobs import padded_tokens, padding_aware_micro_batches
-    from comlrl.pbrl.pair_batches import distinct_rows, pair_groups
+    from comlrl.core.logprobs import distinct_rows, padded_tokens, padding_aware_micro_batches
+    from comlrl.pbrl.pair_batches import pair_groups
+
+    def actor_rows(members, i):
+        """An actor's distinct rows of ``members``, winners then losers, as the update scores
+        them."""
+        return distinct_rows(
+            [p.prompt_ids[i] for p in members] * 2,
+            [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
+        )
 
     trainer, tok = _trainer(tmp_path)
     pairs = _shared_pairs(tok)
-    rows = distinct_rows(
-        [p.prompt_ids[1] for p in pairs],
-        [p.winner_ids[1] for p in pairs],
-        [p.loser_ids[1] for p in pairs],
-    )
+    _, completions, owner = actor_rows(pairs, 1)
     # agent 1: texts a == c, so two distinct rows serve six winner/loser slots
-    assert len(rows.completion_ids) == 2
-    assert rows.winner_rows == [0, 0, 0] and rows.loser_rows == [1, 0, 1]
+    assert len(completions) == 2
+    assert owner[:3] == [0, 0, 0] and owner[3:] == [1, 0, 1]
     for cap in (None, 1, 24, 40, 10_000):
         groups = pair_groups(pairs, cap)
         assert sorted(j for g in groups for j in g) == [0, 1, 2]
@@ -252,26 +256,22 @@ def test_distinct_rows_score_a_repeated_candidate_once(tmp_path):
             if len(g) == 1:
                 continue  # a pair alone may exceed the cap
             for i in range(2):
-                r = distinct_rows(
-                    [pairs[j].prompt_ids[i] for j in g],
-                    [pairs[j].winner_ids[i] for j in g],
-                    [pairs[j].loser_ids[i] for j in g],
-                )
-                p = [len(x) for x in r.prompt_ids]
-                c = [len(x) for x in r.completion_ids]
-                # the group's forwards (as row_logps splits them) fit the cap together
+                prompts, completions, _ = actor_rows([pairs[j] for j in g], i)
+                p = [len(x) for x in prompts]
+                c = [len(x) for x in completions]
+                # the group's forwards (as the engine splits padded rows) fit the cap together
                 split = padding_aware_micro_batches(p, c, cap)
                 assert cap is None or padded_tokens(split, p, c) <= cap
     assert len(pair_groups(pairs, None)) == 1 and len(pair_groups(pairs, 1)) == 3
 
 
 def test_reference_logprobs_score_each_distinct_candidate_once(tmp_path, monkeypatch):
-    import comlrl.pbrl.pair_batches as pair_batches
+    import comlrl.core.logprobs.engine as engine
 
     trainer, tok = _trainer(tmp_path, reference_free=False)
     pairs = _shared_pairs(tok)
     rows = []
-    original = pair_batches.plan_forwards
+    original = engine.plan
 
     def spy(*args, **kwargs):
         groups, kernel = original(*args, **kwargs)
@@ -282,7 +282,7 @@ def test_reference_logprobs_score_each_distinct_candidate_once(tmp_path, monkeyp
 
         return groups, counted
 
-    monkeypatch.setattr(pair_batches, "plan_forwards", spy)
+    monkeypatch.setattr(engine, "plan", spy)
     trainer.attach_reference_logps(pairs)
     assert sum(rows) == 3 + 2  # agent 0: three distinct candidates; agent 1: two
     with torch.no_grad():

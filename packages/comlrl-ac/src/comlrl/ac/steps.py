@@ -12,11 +12,7 @@ import torch
 
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
-from comlrl.core.logprobs import (
-    completion_logprobs,
-    length_sorted_micro_batches,
-    micro_batches,
-)
+from comlrl.core.logprobs import micro_batches, score_parts
 from comlrl.core.optim import apply_step, loss_is_usable
 from comlrl.core.values import ValueModel
 
@@ -71,18 +67,15 @@ class OptimizationSteps:
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        groups = length_sorted_micro_batches(
-            [len(s.prompt_ids) for s in batch],
-            [len(s.completion_ids) for s in batch],
-            self.args.logprob_max_tokens,
+        parts = score_parts(
+            model,
+            [s.prompt_ids for s in batch],
+            [s.completion_ids for s in batch],
+            pad_id=pad,
+            max_tokens=self.args.logprob_max_tokens,
+            layout="padded",
         )
-        for idx in groups:
-            lp = completion_logprobs(
-                model,
-                [batch[j].prompt_ids for j in idx],
-                [batch[j].completion_ids for j in idx],
-                pad,
-            )
+        for idx, lp in parts:
             w = torch.tensor(
                 [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
             )

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.logprobs import completion_logprobs
+from comlrl.core.logprobs import score
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.sharding import unsharded_copy
 
@@ -41,8 +41,9 @@ def sequence_kl(policy, reference, prompt_ids, completion_ids, pad_id: int) -> l
     was_training = policy.training
     policy.eval()
     try:
-        pol = completion_logprobs(policy, prompt_ids, completion_ids, pad_id)
-        ref = completion_logprobs(reference, prompt_ids, completion_ids, pad_id)
+        # One padded forward each (the callers size the rows to their budget).
+        pol = score(policy, prompt_ids, completion_ids, pad_id=pad_id, layout="padded")
+        ref = score(reference, prompt_ids, completion_ids, pad_id=pad_id, layout="padded")
     finally:
         policy.train(was_training)
     d = (ref.values - pol.values.to(ref.values.device)) * ref.mask

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.core.logprobs import TokenLogprobs, pack, selective_log_softmax
+from comlrl.core.logprobs import TokenLogprobs, padded_forward
 from comlrl.core.rollout.generation import left_pad
 
 VALUE_HEAD_FILE = "value_head.pt"
@@ -189,15 +189,6 @@ def last_token_values(
     return head(hidden[:, -1].to(head_device))
 
 
-def _accepts_logits_to_keep(model) -> bool:
-    import inspect
-
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def logprobs_and_values(
     model: nn.Module,
     head: ValueHead,
@@ -214,21 +205,10 @@ def logprobs_and_values(
     """
     if value_at not in VALUE_AT:
         raise ValueError(f"value_at must be one of {list(VALUE_AT)}, got {value_at!r}.")
-    ids, attn, pos, comp_mask, p_width, c_width = pack(prompt_ids, completion_ids, pad_id)
-    device = next(model.parameters()).device
-    kwargs = dict(
-        input_ids=ids.to(device),
-        attention_mask=attn.to(device),
-        position_ids=pos.to(device),
-        use_cache=False,
-        output_hidden_states=True,
+    lp, out, p_width = padded_forward(
+        model, prompt_ids, completion_ids, pad_id, output_hidden_states=True
     )
-    keep = _accepts_logits_to_keep(model)
-    if keep:
-        kwargs["logits_to_keep"] = c_width + 1
-    out = model(**kwargs)
-    logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
-    values_lp = selective_log_softmax(logits, ids[:, p_width:].to(device))
+    device = next(model.parameters()).device
     hidden = out.hidden_states[-1]
     if value_at == "prompt_end":
         picked = hidden[:, p_width - 1]
@@ -237,7 +217,7 @@ def logprobs_and_values(
         rows = torch.arange(hidden.shape[0], device=device)
         picked = hidden[rows, p_width - 1 + lengths]
     head_device = next(head.parameters()).device
-    return TokenLogprobs(values_lp, comp_mask.to(device)), head(picked.to(head_device))
+    return lp, head(picked.to(head_device))
 
 
 def load_value_model(

@@ -32,13 +32,13 @@ from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects, resolve_mode, shard_range
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.logprobs import score
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller, RewardError
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.core.trainer import TrainerBase
 from comlrl.pbrl.config import MADPOConfig
-from comlrl.pbrl.pair_batches import row_logps
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
 
 
@@ -367,22 +367,17 @@ class PreferenceTrainerBase(TrainerBase):
 
         Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
         gets one reference log-prob), rows packed or grouped by length
-        (:func:`~comlrl.pbrl.pair_batches.row_logps`)."""
+        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``)."""
         model = self.agents[actor] if model is None else model
-        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        owner = [
-            index.setdefault((tuple(p), tuple(c)), len(index))
-            for p, c in zip(prompt_ids, completion_ids)
-        ]
-        with torch.enable_grad() if grad else torch.no_grad():
-            values = row_logps(
-                model,
-                [list(p) for p, _ in index],
-                [list(c) for _, c in index],
-                self.tokenizers[actor].pad_token_id,
-                self.args.logprob_max_tokens,
-            )
-            return values[owner]
+        return score(
+            model,
+            prompt_ids,
+            completion_ids,
+            pad_id=self.tokenizers[actor].pad_token_id,
+            max_tokens=self.args.logprob_max_tokens,
+            grad=grad,
+            layout="packed",
+        ).sequence_sum()
 
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
         """Cache reference log-probs of every pair's winner and loser, per actor.

@@ -16,7 +16,7 @@ from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.dpo import DPOOutput
-from comlrl.pbrl.pair_batches import distinct_rows, pair_groups, row_logps
+from comlrl.pbrl.pair_batches import pair_groups
 from comlrl.pbrl.pairs import PreferencePair
 
 
@@ -69,20 +69,15 @@ class DPOMixin:
             with torch.enable_grad() if backward else torch.no_grad():
                 chosen, rejected = [], []
                 for i in range(self.num_agents):
-                    rows = distinct_rows(
-                        [p.prompt_ids[i] for p in members],
-                        [p.winner_ids[i] for p in members],
-                        [p.loser_ids[i] for p in members],
+                    # winners then losers; the engine scores each distinct row once
+                    values = self.sequence_logps(
+                        i,
+                        [p.prompt_ids[i] for p in members] * 2,
+                        [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
+                        grad=backward,
                     )
-                    values = row_logps(
-                        self.agents[i],
-                        rows.prompt_ids,
-                        rows.completion_ids,
-                        self.tokenizers[i].pad_token_id,
-                        budget,
-                    )
-                    chosen.append(values[rows.winner_rows])
-                    rejected.append(values[rows.loser_rows])
+                    chosen.append(values[: len(members)])
+                    rejected.append(values[len(members) :])
                 part = algos.get("preference_loss", "sigmoid", "preference_loss")(
                     chosen,
                     rejected,

@@ -15,7 +15,7 @@ from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
+from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
@@ -199,11 +199,15 @@ class MAGRPOTrainer(TrainerBase):
         opt.zero_grad(set_to_none=True)
         total = 0.0
         # A node's K completions share its prompt: each micro-batch encodes a prompt once.
-        groups = shared_prompt_micro_batches(prompts, [len(c) for c in comps], a.logprob_max_tokens)
-        for idx in groups:
-            lp = shared_prompt_logprobs(
-                model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
-            )
+        parts = score_parts(
+            model,
+            prompts,
+            comps,
+            pad_id=pad,
+            max_tokens=a.logprob_max_tokens,
+            layout="shared_prompt",
+        )
+        for idx, lp in parts:
             device = lp.values.device
             loss, _ = policy_loss(
                 lp,

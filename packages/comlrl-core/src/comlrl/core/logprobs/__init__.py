@@ -1,0 +1,54 @@
+"""Per-token log-probabilities of completions given their prompts.
+
+:func:`score` (and :func:`score_parts` for gradient passes under a token budget) is the one call
+a trainer makes: it dedupes rows, plans shared-prompt, packed or padded forwards
+(:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
+:mod:`~comlrl.core.logprobs.kernels`, returning :class:`TokenLogprobs` (values and mask per
+token). The kernels and planners are exported too, for code that drives forwards itself.
+"""
+
+from comlrl.core.logprobs.engine import distinct_rows, score, score_parts
+from comlrl.core.logprobs.kernels import (
+    TokenLogprobs,
+    completion_logprobs,
+    pack,
+    packed_logprobs,
+    packing_verified,
+    padded_forward,
+    selective_log_softmax,
+    shared_prompt_logprobs,
+)
+from comlrl.core.logprobs.planning import (
+    FORWARD_COST_TOKENS,
+    LAYOUTS,
+    length_sorted_micro_batches,
+    micro_batches,
+    padded_tokens,
+    padding_aware_micro_batches,
+    plan,
+    plan_forwards,
+    shared_prompt_micro_batches,
+)
+
+__all__ = [
+    "FORWARD_COST_TOKENS",
+    "LAYOUTS",
+    "TokenLogprobs",
+    "completion_logprobs",
+    "distinct_rows",
+    "length_sorted_micro_batches",
+    "micro_batches",
+    "pack",
+    "packed_logprobs",
+    "packing_verified",
+    "padded_forward",
+    "padded_tokens",
+    "padding_aware_micro_batches",
+    "plan",
+    "plan_forwards",
+    "score",
+    "score_parts",
+    "selective_log_softmax",
+    "shared_prompt_logprobs",
+    "shared_prompt_micro_batches",
+]

@@ -1,0 +1,137 @@
+"""The one call that scores completions: plan the forwards, dedupe rows, return per-token values.
+
+:func:`score` returns the per-token log-probs of every row (with their mask, so a loss can form
+ratios, and the exact per-row sums), computed in forwards of at most ``max_tokens`` tokens. For
+a gradient pass that must stay within the budget, :func:`score_parts` yields one planned forward
+at a time, so the caller can backpropagate each part before the next is computed (a loss that is
+a sum over rows splits exactly over the parts).
+
+Identical ``(prompt, completion)`` rows are scored once (``dedupe``): the distinct rows are
+planned and scored, and each value is indexed by every row that has it, so its gradient sums over
+them exactly as if each row were scored alone. Which forwards run is chosen by
+:func:`~comlrl.core.logprobs.planning.plan` (``layout``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from comlrl.core.logprobs.kernels import TokenLogprobs, check_rows
+from comlrl.core.logprobs.planning import plan
+
+
+def distinct_rows(
+    prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]
+) -> tuple[list[list[int]], list[list[int]], list[int]]:
+    """The distinct ``(prompt, completion)`` rows in order of first appearance, and for every
+    given row the index of its distinct row."""
+    check_rows(prompt_ids, completion_ids)
+    index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    owner = [
+        index.setdefault((tuple(p), tuple(c)), len(index))
+        for p, c in zip(prompt_ids, completion_ids)
+    ]
+    return [list(p) for p, _ in index], [list(c) for _, c in index], owner
+
+
+def _check_budget(max_tokens) -> None:
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ValueError(f"max_tokens must be None or a positive int, got {max_tokens!r}.")
+
+
+def _scored_groups(
+    model, prompts, comps, pad_id: int, max_tokens, layout: str
+) -> Iterator[tuple[list[int], TokenLogprobs]]:
+    """(rows, their log-probs) per planned forward, each computed when it is asked for."""
+    groups, kernel = plan(model, prompts, comps, max_tokens, pad_id, layout)
+    for idx in groups:
+        yield idx, kernel(model, [prompts[u] for u in idx], [comps[u] for u in idx], pad_id)
+
+
+def score_parts(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    max_tokens: int | None = None,
+    dedupe: bool = True,
+    layout: str = "auto",
+) -> Iterator[tuple[list[int], TokenLogprobs]]:
+    """Per planned forward, the indices of the given rows it scores and their log-probs
+    (``[len(rows), longest completion of the part]`` with a mask).
+
+    Every row appears in exactly one part. Each forward runs at most ``max_tokens`` tokens
+    (None: no cap) unless one row alone is longer, and runs only when the iterator reaches it,
+    so ``loss.backward()`` per part keeps one part's graph alive at a time. Gradients flow unless
+    the caller disables them. ``dedupe`` scores identical rows once (the rows that share a
+    forward's value come out together in its part); ``layout`` is as for
+    :func:`~comlrl.core.logprobs.planning.plan`.
+    """
+    _check_budget(max_tokens)
+    check_rows(prompt_ids, completion_ids)
+    if not dedupe:
+        yield from _scored_groups(model, prompt_ids, completion_ids, pad_id, max_tokens, layout)
+        return
+    prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
+    members: list[list[int]] = [[] for _ in prompts]
+    for j, u in enumerate(owner):
+        members[u].append(j)
+    for idx, lp in _scored_groups(model, prompts, comps, pad_id, max_tokens, layout):
+        if all(len(members[u]) == 1 for u in idx):
+            yield [members[u][0] for u in idx], lp
+            continue
+        at = torch.tensor([k for k, u in enumerate(idx) for _ in members[u]], device=lp.mask.device)
+        yield [j for u in idx for j in members[u]], TokenLogprobs(lp.values[at], lp.mask[at])
+
+
+def score(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    max_tokens: int | None = None,
+    grad: bool = False,
+    dedupe: bool = True,
+    layout: str = "auto",
+) -> TokenLogprobs:
+    """Token log-probs of every completion given its prompt under ``model``, rows in the order
+    given: ``values`` and ``mask`` are ``[rows, longest completion]`` (EOS scored, pads never),
+    and :meth:`~comlrl.core.logprobs.kernels.TokenLogprobs.sequence_sum` gives each row's sum
+    as its forward computed it.
+
+    The rows run in forwards of at most ``max_tokens`` tokens (None: no cap) planned by
+    ``layout`` (see :func:`~comlrl.core.logprobs.planning.plan`); with ``dedupe`` each distinct
+    ``(prompt, completion)`` row is scored once. With ``grad`` the graphs of every forward are
+    kept for one backward (use :func:`score_parts` to backpropagate forward by forward);
+    without it the forwards run under ``no_grad``.
+    """
+    _check_budget(max_tokens)
+    check_rows(prompt_ids, completion_ids)
+    if dedupe:
+        prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
+    else:
+        prompts, comps, owner = prompt_ids, completion_ids, list(range(len(prompt_ids)))
+    if not owner:
+        empty = torch.zeros((0, 1), device=next(model.parameters()).device)
+        return TokenLogprobs(empty, empty.clone(), empty[:, 0].clone())
+    with torch.enable_grad() if grad else torch.no_grad():
+        parts = list(_scored_groups(model, prompts, comps, pad_id, max_tokens, layout))
+        width = max(lp.values.shape[1] for _, lp in parts)
+        values = torch.cat([F.pad(lp.values, (0, width - lp.values.shape[1])) for _, lp in parts])
+        mask = torch.cat([F.pad(lp.mask, (0, width - lp.mask.shape[1])) for _, lp in parts])
+        sums = torch.cat([lp.sequence_sum() for _, lp in parts])
+        position = [0] * len(prompts)
+        for k, u in enumerate(u for idx, _ in parts for u in idx):
+            position[u] = k
+        index = [position[u] for u in owner]
+        if index != list(range(len(index))):
+            at = torch.tensor(index, device=values.device)
+            values, mask, sums = values[at], mask[at], sums[at]
+    return TokenLogprobs(values, mask, sums)

@@ -1,0 +1,317 @@
+"""The forwards that score completions: padded, shared-prompt and packed rows.
+
+Every kernel takes ``(model, prompt_ids, completion_ids, pad_id)`` and returns the per-token
+log-probs of each completion as :class:`TokenLogprobs` (``[rows, longest completion]`` with a
+0/1 mask), rows in the order given. EOS (the last real completion token) is scored; pads never
+are. The log-softmax is selective: ``logit[token] - logsumexp(logits)`` in fp32, never a
+full-vocabulary log-prob tensor. Gradients flow unless the caller disables them.
+
+- Padded (:func:`completion_logprobs`): rows as ``[left-padded prompt | right-padded
+  completion]``, so every completion starts at the same column; position ids come from the
+  attention mask, and only the completion columns get logits (``logits_to_keep``).
+- Shared prompt (:func:`shared_prompt_logprobs`): each distinct prompt runs once with a KV cache
+  and the completions run on top of it.
+- Packed (:func:`packed_logprobs`): whole ``prompt + completion`` sequences end to end in rows,
+  position ids restarting at 0 for each sequence. transformers' mask builder reads restarting
+  positions as separate sequences, so each attends only to itself; whether a model honours that
+  is checked once per model class and attention implementation by :func:`packing_verified`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from comlrl.core.rollout.generation import (
+    _cache_argument,
+    _forward_takes,
+    _returned_cache,
+    left_pad,
+)
+
+
+@dataclass
+class TokenLogprobs:
+    """Token log-probs ``[B, L]`` with a 0/1 ``mask`` of real completion tokens.
+
+    ``sums``, when set, holds each row's sum as the forward that scored it computed it (at that
+    forward's own width): a float sum depends on how many trailing zeros it adds, so rows
+    gathered from several forwards keep the sums their kernels gave.
+    """
+
+    values: torch.Tensor
+    mask: torch.Tensor
+    sums: torch.Tensor | None = field(default=None, repr=False)
+
+    def sequence_sum(self) -> torch.Tensor:
+        """Sum of token log-probs per sequence."""
+        if self.sums is not None:
+            return self.sums
+        return (self.values * self.mask).sum(-1)
+
+    def lengths(self) -> torch.Tensor:
+        """Number of scored tokens per sequence."""
+        return self.mask.sum(-1)
+
+
+def check_rows(prompt_ids: Sequence, completion_ids: Sequence) -> None:
+    """Raise ValueError unless there is one completion per prompt."""
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError(
+            f"prompt_ids and completion_ids must have the same length, got {len(prompt_ids)} "
+            f"prompts and {len(completion_ids)} completions."
+        )
+
+
+def pack(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_id: int):
+    """Build ``input_ids``, ``attention_mask``, ``position_ids`` and the completion mask."""
+    check_rows(prompt_ids, completion_ids)
+    p_width = max(len(p) for p in prompt_ids)
+    c_width = max(1, max(len(c) for c in completion_ids))
+    b = len(prompt_ids)
+    ids = torch.full((b, p_width + c_width), pad_id, dtype=torch.long)
+    attn = torch.zeros((b, p_width + c_width), dtype=torch.long)
+    comp_mask = torch.zeros((b, c_width), dtype=torch.float32)
+    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        ids[i, p_width - len(p) : p_width] = torch.tensor(list(p), dtype=torch.long)
+        attn[i, p_width - len(p) : p_width] = 1
+        if c:
+            ids[i, p_width : p_width + len(c)] = torch.tensor(list(c), dtype=torch.long)
+            attn[i, p_width : p_width + len(c)] = 1
+            comp_mask[i, : len(c)] = 1.0
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, attn, positions, comp_mask, p_width, c_width
+
+
+def _takes_logits_to_keep(model) -> bool:
+    return _forward_takes(type(model), "logits_to_keep")
+
+
+def selective_log_softmax(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``log softmax(logits)[targets]`` computed in fp32 without materialising all log-probs."""
+    logits = logits.float()
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def padded_forward(model, prompt_ids, completion_ids, pad_id: int, **forward_kwargs):
+    """One padded forward of ``[prompt | completion]`` rows (see :func:`pack`).
+
+    Returns the completion log-probs, the model's output (for callers that read more of it,
+    such as hidden states with ``output_hidden_states=True``) and the prompt width.
+    """
+    ids, attn, pos, comp_mask, p_width, c_width = pack(prompt_ids, completion_ids, pad_id)
+    device = next(model.parameters()).device
+    kwargs = dict(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        position_ids=pos.to(device),
+        use_cache=False,
+        **forward_kwargs,
+    )
+    keep = _takes_logits_to_keep(model)
+    if keep:
+        # Column p_width-1 predicts the first completion token; keep c_width+1 columns.
+        kwargs["logits_to_keep"] = c_width + 1
+    out = model(**kwargs)
+    logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
+    values = selective_log_softmax(logits, ids[:, p_width:].to(device))
+    return TokenLogprobs(values, comp_mask.to(device)), out, p_width
+
+
+def completion_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
+    """Token log-probs of each completion under ``model`` in one padded forward.
+
+    Gradients flow when called outside ``no_grad``; wrap in ``torch.no_grad()`` for reference
+    or old-policy scoring.
+    """
+    return padded_forward(model, prompt_ids, completion_ids, pad_id)[0]
+
+
+def prompt_sharing_ready(model) -> bool:
+    """Whether ``model`` can score completions on top of a gathered prompt KV cache."""
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
+        return False
+    # Checkpointed training turns the KV cache off (transformers renamed the flag in v5).
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    if model.training and checkpointing:
+        return False
+    cls = type(model)
+    return _cache_argument(cls) is not None and _forward_takes(cls, "position_ids")
+
+
+def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
+    """:func:`completion_logprobs`, encoding each distinct prompt once.
+
+    Rows that share a prompt (a prompt's K samples) share one prompt forward: the distinct
+    prompts run first with a KV cache, the cache is gathered per row, and the completions run on
+    top of it. The values equal :func:`completion_logprobs` up to float rounding, and gradients
+    flow through both passes. Models that cannot take a cache this way (wrappers, encoder-decoder
+    models, gradient checkpointing in training) and batches without a repeated prompt use
+    :func:`completion_logprobs` itself.
+    """
+    check_rows(prompt_ids, completion_ids)
+    keys: dict[tuple[int, ...], int] = {}
+    owner = [keys.setdefault(tuple(p), len(keys)) for p in prompt_ids]
+    c_width = max((len(c) for c in completion_ids), default=0)
+    if len(keys) == len(prompt_ids) or c_width == 0 or not prompt_sharing_ready(model):
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+    device = next(model.parameters()).device
+    ids, mask = left_pad([list(k) for k in keys], pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}
+    prefix = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
+    cache = _returned_cache(prefix)
+    if cache is None or not hasattr(cache, "batch_select_indices"):
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+    rows = torch.tensor(owner, device=device)
+    cache.batch_select_indices(rows)
+    b = len(completion_ids)
+    comp = torch.full((b, c_width), pad_id, dtype=torch.long)
+    comp_mask = torch.zeros((b, c_width), dtype=torch.float32)
+    for i, c in enumerate(completion_ids):
+        if c:
+            comp[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            comp_mask[i, : len(c)] = 1.0
+    comp, comp_mask = comp.to(device), comp_mask.to(device)
+    attn = torch.cat([mask[rows], comp_mask.long()], dim=1)
+    comp_pos = pos[rows][:, -1:] + 1 + torch.arange(c_width, device=device)[None]
+    out = model(
+        input_ids=comp,
+        attention_mask=attn,
+        position_ids=comp_pos,
+        use_cache=True,
+        **{_cache_argument(type(model)): cache},
+    )
+    # The prompt's last position predicts the first completion token.
+    logits = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
+    return TokenLogprobs(selective_log_softmax(logits, comp), comp_mask)
+
+
+def bins_next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Indices in order, a new bin whenever the next length does not fit ``width``. Rows
+    listed bin by bin from :func:`~comlrl.core.logprobs.planning.bins_first_fit` come back in
+    at most as many bins."""
+    bins: list[list[int]] = []
+    free = 0
+    for i, n in enumerate(lengths):
+        if not bins or n > free:
+            bins.append([])
+            free = width
+        bins[-1].append(i)
+        free -= n
+    return bins
+
+
+def _packed_forward(
+    model, rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, list]:
+    """Logits ``[bins, width, vocab]`` of ``rows`` packed in order into bins ``width`` wide
+    (default: the longest row), and each row's ``(bin, offset)``."""
+    lengths = [len(r) for r in rows]
+    width = max(max(lengths), width or 0)
+    bins = bins_next_fit(lengths, width)
+    ids = torch.full((len(bins), width), pad_id, dtype=torch.long)
+    pos = torch.zeros((len(bins), width), dtype=torch.long)
+    place: list = [None] * len(rows)
+    for b, members in enumerate(bins):
+        offset = 0
+        for i in members:
+            n = lengths[i]
+            ids[b, offset : offset + n] = torch.tensor(list(rows[i]), dtype=torch.long)
+            pos[b, offset : offset + n] = torch.arange(n)
+            place[i] = (b, offset)
+            offset += n
+        # Trailing pads continue the last sequence's positions: they join it, and causal
+        # attention keeps them out of every real token's view.
+        last = lengths[members[-1]]
+        pos[b, offset:] = torch.arange(last, last + width - offset)
+    device = next(model.parameters()).device
+    logits = model(input_ids=ids.to(device), position_ids=pos.to(device), use_cache=False).logits
+    return logits, place
+
+
+def packed_logprobs(
+    model, prompt_ids, completion_ids, pad_id: int, width: int | None = None
+) -> TokenLogprobs:
+    """Token log-probs of each completion, as :func:`completion_logprobs` returns them, from one
+    forward of the ``prompt + completion`` sequences packed in order (next fit) into rows
+    ``width`` wide (default: the longest sequence).
+
+    The caller checks :func:`packing_verified` (or plans with
+    :func:`~comlrl.core.logprobs.planning.plan_forwards`) first. Prompts must not be empty.
+    """
+    check_rows(prompt_ids, completion_ids)
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("packed_logprobs needs a non-empty prompt for every row.")
+    rows = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+    logits, place = _packed_forward(model, rows, pad_id, width)
+    device = logits.device
+    c_width = max(1, max(len(c) for c in completion_ids))
+    bins, cols, targets, slots = [], [], [], []
+    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        b, offset = place[i]
+        start = offset + len(p) - 1  # the position before each completion token predicts it
+        bins.extend([b] * len(c))
+        cols.extend(range(start, start + len(c)))
+        targets.extend(c)
+        slots.extend(range(i * c_width, i * c_width + len(c)))
+    values = torch.zeros(len(rows) * c_width, device=device, dtype=torch.float32)
+    mask = torch.zeros(len(rows), c_width, dtype=torch.float32)
+    if targets:
+        picked = logits[torch.tensor(bins, device=device), torch.tensor(cols, device=device)]
+        lp = selective_log_softmax(picked, torch.tensor(targets, device=device))
+        values = values.index_put((torch.tensor(slots, device=device),), lp)
+        for i, c in enumerate(completion_ids):
+            mask[i, : len(c)] = 1.0
+    return TokenLogprobs(values.view(len(rows), c_width), mask.to(device))
+
+
+# (model class, attention implementation) -> whether packed rows keep sequences apart
+_VERIFIED: dict[tuple[type, str], bool] = {}
+
+
+def _packable(model) -> bool:
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
+        return False
+    return _forward_takes(type(model), "position_ids")
+
+
+def packing_verified(model, pad_id: int) -> bool:
+    """Whether ``model`` keeps packed sequences apart, checked once per class and attention
+    implementation: a short sequence packed after another must score as it does alone, much
+    closer than when it is simply appended (and so sees the first one). The contrast, rather
+    than a fixed tolerance, keeps the check meaningful in half precision."""
+    if not _packable(model):
+        return False
+    key = (type(model), str(getattr(model.config, "_attn_implementation", None)))
+    if key not in _VERIFIED:
+        vocab = model.get_input_embeddings().num_embeddings
+        a = [(7 * k + 1) % vocab for k in range(5)]
+        b = [(11 * k + 3) % vocab for k in range(3)]
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                packed, place = _packed_forward(model, [a, b], pad_id, width=len(a) + len(b))
+                alone = model(input_ids=torch.tensor([b], device=device), use_cache=False).logits
+                appended = model(input_ids=torch.tensor([a + b], device=device), use_cache=False)
+        finally:
+            model.train(was_training)
+        if place[1] != (0, len(a)):  # the probe must share one row to test anything
+            raise RuntimeError(f"packing probe placed its rows at {place}")
+        alone = alone[0].float()
+        apart = (packed[0, len(a) :].float() - alone).abs().max().item()
+        seen = (appended.logits[0, len(a) :].float() - alone).abs().max().item()
+        _VERIFIED[key] = seen > 0 and apart < 0.1 * seen
+    return _VERIFIED[key]

@@ -1,0 +1,320 @@
+"""How rows are grouped into forwards under a token budget, and which kernel runs each group.
+
+A padded forward runs every row at the width of the longest prompt plus the longest completion,
+so rows are visited by length before they are cut into groups; a group is cut when it would run
+more than ``max_tokens`` tokens (None: no cap), and a row that alone exceeds the cap forms a
+group of its own. :func:`plan` is the single choice the engine makes per call: rows sharing a
+prompt encode it once (:func:`shared_prompt_micro_batches`), rows of very different lengths are
+packed end to end where the model keeps packed sequences apart and :func:`packing_pays` says it
+is cheaper (:func:`plan_forwards`), and everything else runs as length-sorted padded forwards.
+
+Packing computes logits at every packed position, so it pays when the output head is cheap next
+to the body and padding is large; the cost model prices both layouts by the weights of the body
+and the head, plus a fixed price per forward.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+
+from comlrl.core.logprobs.kernels import (
+    TokenLogprobs,
+    completion_logprobs,
+    packed_logprobs,
+    packing_verified,
+    prompt_sharing_ready,
+    shared_prompt_logprobs,
+)
+
+Kernel = Callable[..., TokenLogprobs]
+
+# How :func:`plan` groups rows; "auto" lets it choose.
+LAYOUTS = ("auto", "shared_prompt", "packed", "padded")
+
+# What one more padded forward (and its share of the backward) costs, in padded tokens: its
+# fixed price (kernel launches, masks, Python) measured on CPU is about 100 tokens of work for a
+# 5M-parameter model and 250 for a 0.1M one, and less for larger models, so splitting pays when
+# it saves more padding than this.
+FORWARD_COST_TOKENS = 64
+
+
+def _check_lengths(prompt_lengths: Sequence, completion_lengths: Sequence) -> None:
+    if len(prompt_lengths) != len(completion_lengths):
+        raise ValueError(
+            f"prompt_lengths and completion_lengths must have the same length, got "
+            f"{len(prompt_lengths)} and {len(completion_lengths)}."
+        )
+
+
+def micro_batches(lengths: Sequence[int], max_tokens: int | None) -> Iterator[list[int]]:
+    """Split row indices into consecutive groups whose padded size stays under ``max_tokens``."""
+    if not max_tokens:
+        yield list(range(len(lengths)))
+        return
+    group: list[int] = []
+    width = 0
+    for i, n in enumerate(lengths):
+        new_width = max(width, n)
+        if group and new_width * (len(group) + 1) > max_tokens:
+            yield group
+            group, new_width = [], n
+        group.append(i)
+        width = new_width
+    if group:
+        yield group
+
+
+def _by_length(prompt_lengths: Sequence[int], completion_lengths: Sequence[int]) -> list[int]:
+    _check_lengths(prompt_lengths, completion_lengths)
+    return sorted(
+        range(len(prompt_lengths)), key=lambda i: (completion_lengths[i], prompt_lengths[i])
+    )
+
+
+def length_sorted_micro_batches(
+    prompt_lengths: Sequence[int], completion_lengths: Sequence[int], max_tokens: int | None
+) -> list[list[int]]:
+    """Row indices grouped for :func:`~comlrl.core.logprobs.kernels.completion_logprobs`, with
+    as little padding as possible.
+
+    Rows are ordered by completion then prompt length, and cut into consecutive groups whose
+    padded size (``(max prompt + max completion) x rows``) stays within ``max_tokens`` (None:
+    one group). A loss that is a sum over rows is unchanged by the grouping; only the padded
+    work shrinks.
+    """
+    order = _by_length(prompt_lengths, completion_lengths)
+    if not max_tokens:
+        return [order] if order else []
+    groups: list[list[int]] = []
+    group: list[int] = []
+    p_max = c_max = 0
+    for i in order:
+        p, c = max(p_max, prompt_lengths[i]), max(c_max, completion_lengths[i], 1)
+        if group and (p + c) * (len(group) + 1) > max_tokens:
+            groups.append(group)
+            group, p, c = [], prompt_lengths[i], max(completion_lengths[i], 1)
+        group.append(i)
+        p_max, c_max = p, c
+    if group:
+        groups.append(group)
+    return groups
+
+
+def padding_aware_micro_batches(
+    prompt_lengths: Sequence[int],
+    completion_lengths: Sequence[int],
+    max_tokens: int | None,
+    forward_cost: int | None = None,
+) -> list[list[int]]:
+    """:func:`length_sorted_micro_batches`, also cut where rows of very different lengths meet.
+
+    A row starts a new group when adding it would exceed ``max_tokens`` padded tokens (None: no
+    cap) or would add more than ``forward_cost`` tokens of padding to the group (its own and the
+    other rows'), that is when a separate forward is cheaper than the padding. For rows whose
+    lengths vary a lot (a preference pair's winner and loser) this removes most padding at the
+    price of a few more, smaller forwards. ``forward_cost`` defaults to
+    :data:`FORWARD_COST_TOKENS`.
+    """
+    if forward_cost is None:
+        forward_cost = FORWARD_COST_TOKENS
+    groups: list[list[int]] = []
+    group: list[int] = []
+    p_max = c_max = 0
+    for i in _by_length(prompt_lengths, completion_lengths):
+        p, c = prompt_lengths[i], max(completion_lengths[i], 1)
+        p_new, c_new = max(p_max, p), max(c_max, c)
+        if group:
+            grown = (p_new + c_new) * (len(group) + 1)
+            padding = grown - (p_max + c_max) * len(group) - (p + c)
+            if (max_tokens and grown > max_tokens) or padding > forward_cost:
+                groups.append(group)
+                group, p_new, c_new = [], p, c
+        group.append(i)
+        p_max, c_max = p_new, c_new
+    if group:
+        groups.append(group)
+    return groups
+
+
+def padded_tokens(
+    groups: Sequence[Sequence[int]],
+    prompt_lengths: Sequence[int],
+    completion_lengths: Sequence[int],
+) -> int:
+    """Padded tokens of ``groups`` as padded forwards run them (``(longest prompt + longest
+    completion) x rows`` per group)."""
+    return sum(
+        (max(prompt_lengths[i] for i in g) + max(1, max(completion_lengths[i] for i in g))) * len(g)
+        for g in groups
+        if g
+    )
+
+
+def shared_prompt_micro_batches(
+    prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], max_tokens: int | None
+) -> list[list[int]]:
+    """Row groups for :func:`~comlrl.core.logprobs.kernels.shared_prompt_logprobs`: rows of one
+    prompt stay together.
+
+    Prompts are visited by their rows' longest completion, rows within a prompt by completion
+    length; groups are cut where ``distinct prompts x longest prompt + rows x longest
+    completion`` (the tokens the two passes run) would exceed ``max_tokens`` (None: one group).
+    """
+    if len(prompt_ids) != len(completion_lengths):
+        raise ValueError(
+            f"prompt_ids and completion_lengths must have the same length, got "
+            f"{len(prompt_ids)} and {len(completion_lengths)}."
+        )
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompt_ids):
+        by_prompt.setdefault(tuple(p), []).append(i)
+    members = sorted(by_prompt.values(), key=lambda g: max(completion_lengths[i] for i in g))
+    order = [i for g in members for i in sorted(g, key=lambda i: completion_lengths[i])]
+    if not max_tokens:
+        return [order] if order else []
+    groups: list[list[int]] = []
+    group: list[int] = []
+    seen: set[tuple[int, ...]] = set()
+    p_max = c_max = 0
+    for i in order:
+        key = tuple(prompt_ids[i])
+        p, c = max(p_max, len(key)), max(c_max, completion_lengths[i], 1)
+        prompts = len(seen | {key})
+        if group and prompts * p + (len(group) + 1) * c > max_tokens:
+            groups.append(group)
+            group, seen, p, c = [], set(), len(key), max(completion_lengths[i], 1)
+        group.append(i)
+        seen.add(key)
+        p_max, c_max = p, c
+    if group:
+        groups.append(group)
+    return groups
+
+
+def bins_first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Indices grouped into bins of total length at most ``width``, longest first, each into
+    the first bin with room (a length above ``width`` gets a bin of its own)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        for b, free in enumerate(room):
+            if lengths[i] <= free:
+                bins[b].append(i)
+                room[b] -= lengths[i]
+                break
+        else:
+            bins.append([i])
+            room.append(width - lengths[i])
+    return bins
+
+
+def packing_pays(
+    model,
+    padded: int,
+    packed: int,
+    completion_padded: int,
+    padded_forwards: int = 1,
+    packed_forwards: int = 1,
+) -> bool:
+    """Whether packed rows cost less than padded forwards.
+
+    ``padded``: tokens the padded forwards run; ``packed``: tokens in packed rows;
+    ``completion_padded``: the padded completion columns, the only ones the padded path runs
+    through the output head; ``*_forwards``: how many forwards each layout takes, each priced
+    at :data:`FORWARD_COST_TOKENS` tokens of body work. Body and head are priced by their
+    weights.
+    """
+    head = model.get_output_embeddings()
+    head_cost = head.weight.numel() if head is not None else 0
+    body_cost = sum(p.numel() for p in model.parameters()) - head_cost
+    embeddings = model.get_input_embeddings()
+    tied = head is not None and embeddings is not None and embeddings.weight is head.weight
+    if embeddings is not None and not tied:  # an input table is a lookup, not a matmul
+        body_cost -= embeddings.weight.numel()
+    padded += padded_forwards * FORWARD_COST_TOKENS
+    packed_body = packed + packed_forwards * FORWARD_COST_TOKENS
+    return _packing_pays_for(body_cost, head_cost, padded, packed, completion_padded, packed_body)
+
+
+def _packing_pays_for(
+    body: int, head: int, padded: int, packed: int, completion: int, packed_body: int | None = None
+) -> bool:
+    packed_body = packed if packed_body is None else packed_body
+    return packed_body * body + packed * head < padded * body + completion * head
+
+
+def plan_forwards(
+    model, prompt_lengths: Sequence[int], completion_lengths: Sequence[int], max_tokens, pad_id
+) -> tuple[list[list[int]], Kernel]:
+    """Packed or padded forwards of at most ``max_tokens`` tokens (None: no cap): the row
+    groups, one forward each, and the kernel to call on each group's rows in the order given,
+    ``kernel(model, prompt_ids, completion_ids, pad_id)``.
+
+    The kernel is :func:`~comlrl.core.logprobs.kernels.packed_logprobs` (rows packed first-fit,
+    longest first) when ``model`` keeps packed sequences apart (:func:`packing_verified`) and
+    :func:`packing_pays` says it is cheaper; otherwise
+    :func:`~comlrl.core.logprobs.kernels.completion_logprobs` over the groups of
+    :func:`padding_aware_micro_batches`. Packed rows are as wide as the longest sequence, so a
+    sequence longer than ``max_tokens`` keeps the padded forwards (where it runs alone).
+    """
+    padded_groups = padding_aware_micro_batches(prompt_lengths, completion_lengths, max_tokens)
+    padded_plan = (padded_groups, completion_logprobs)
+    if not prompt_lengths or min(prompt_lengths) == 0:
+        return padded_plan
+    lengths = [p + c for p, c in zip(prompt_lengths, completion_lengths)]
+    width = max(lengths)
+    if max_tokens and width > max_tokens:
+        return padded_plan
+    bins = bins_first_fit(lengths, width)
+    per_forward = len(bins) if not max_tokens else max_tokens // width
+    groups = [
+        [i for b in bins[k : k + per_forward] for i in b] for k in range(0, len(bins), per_forward)
+    ]
+    padded = padded_tokens(padded_groups, prompt_lengths, completion_lengths)
+    completion_padded = sum(
+        len(g) * max(1, max(completion_lengths[i] for i in g)) for g in padded_groups
+    )
+    cheaper = packing_pays(
+        model, padded, len(bins) * width, completion_padded, len(padded_groups), len(groups)
+    )
+    if not cheaper or not packing_verified(model, pad_id):
+        return padded_plan
+    return groups, functools.partial(packed_logprobs, width=width)
+
+
+def plan(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    max_tokens: int | None,
+    pad_id: int,
+    layout: str = "auto",
+) -> tuple[list[list[int]], Kernel]:
+    """The row groups (one forward each, at most ``max_tokens`` tokens unless a row alone is
+    longer) and the kernel that scores each group's rows in the order given.
+
+    ``layout``: ``"shared_prompt"`` (rows of one prompt together,
+    :func:`~comlrl.core.logprobs.kernels.shared_prompt_logprobs`), ``"packed"``
+    (:func:`plan_forwards`: packed rows where they are verified and cheaper, else padding-aware
+    padded forwards), ``"padded"`` (:func:`length_sorted_micro_batches` with
+    :func:`~comlrl.core.logprobs.kernels.completion_logprobs`), or ``"auto"``: shared prompts
+    when some prompt repeats and the model can take a prompt cache, else ``"packed"``. A model
+    that cannot take a prompt cache gets ``"padded"`` for ``"shared_prompt"``.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}.")
+    c_lens = [len(c) for c in completion_ids]
+    if layout == "auto":
+        repeated = len({tuple(p) for p in prompt_ids}) < len(prompt_ids)
+        layout = "shared_prompt" if repeated and prompt_sharing_ready(model) else "packed"
+    if layout == "shared_prompt" and not prompt_sharing_ready(model):
+        # Its kernel would run padded rows, which shared-prompt groups may not fit.
+        layout = "padded"
+    if layout == "shared_prompt":
+        return shared_prompt_micro_batches(prompt_ids, c_lens, max_tokens), shared_prompt_logprobs
+    p_lens = [len(p) for p in prompt_ids]
+    if layout == "packed":
+        return plan_forwards(model, p_lens, c_lens, max_tokens, pad_id)
+    return length_sorted_micro_batches(p_lens, c_lens, max_tokens), completion_logprobs
