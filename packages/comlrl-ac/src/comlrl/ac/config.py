@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import FallsBackTo
+from comlrl.core.config.fields import FallsBackTo, Integer, Noted
 from comlrl.core.config.knobs import (
     CRITIC_DEVICES,
     CRITIC_LEARNING_RATE,
@@ -39,7 +39,7 @@ class ActorCriticConfig(CommonConfig):
     logging_steps: int = 1
     top_k: int | None = None
     rollout_buffer_size: int = 8
-    num_generations: int = NUM_GENERATIONS(1)
+    num_generations: int = NUM_GENERATIONS(1, check=Noted(Integer(1), "1 when `num_turns` > 1"))
     critic_learning_rate: float | None = CRITIC_LEARNING_RATE(
         5.0e-6, check=FallsBackTo("agent_learning_rate", POSITIVE)
     )

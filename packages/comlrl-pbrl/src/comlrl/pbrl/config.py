@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import Boolean, Choice, Custom, Integer, Text, knob
+from comlrl.core.config.fields import Boolean, Choice, Custom, Integer, Noted, Text, knob, retune
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     CRITIC_DEVICES,
@@ -80,7 +80,11 @@ class MADPOConfig(CommonConfig):
     ``reference_model_name`` when set; its log-probs are computed once per pair and cached.
     """
 
-    num_turns: int = 1
+    num_turns: int = retune(1, check=Noted(Integer(1), "only 1 for now"))
+    reference_kl_enabled: bool = retune(
+        False,
+        check=Noted(Boolean(), lambda cls: None if cls.accepts_reference_kl else "must be false"),
+    )
     collaboration_mode: str = knob(
         "decentralized",
         help="`decentralized`: one model per agent; `centralized`: one model writes every role "
@@ -185,13 +189,17 @@ class MARLHFConfig(MADPOConfig):
     uses the task reward.
     """
 
-    advantage_mode: str | None = None
+    advantage_mode: str | None = retune(
+        None, check=Noted(Choice(ADVANTAGE_MODES, optional=True), "None follows `rl_algorithm`")
+    )
     rl_algorithm: str = knob(
         "magrpo",
         help="The RL method of the last phase, trained on the reward model's scores.",
         check=Choice(tuple(RL_ALGORITHMS), RL_ALIASES),
     )
-    num_generations: int = NUM_GENERATIONS(4)
+    num_generations: int = NUM_GENERATIONS(
+        4, check=Noted(Integer(1), "≥ 2 with a REINFORCE `rl_algorithm`")
+    )
     reward_model_name: str | None = knob(
         None, help="The reward model's backbone; None uses the agents' model.", check=NAME
     )

@@ -203,8 +203,8 @@ class CommonConfig:
     distributed_mode: str = knob(
         "auto",
         help="Multi-process data parallelism: `auto` follows the launcher's environment, "
-        "`single` runs one process, `ddp` replicates the agents, `fsdp` shards them "
-        "(docs/distributed.md).",
+        "`single` runs one process, `ddp` replicates the agents, `fsdp` shards them where the "
+        "family offers it (docs/distributed.md).",
         check=Choice(lambda cls: cls.distributed_modes),
     )
 
@@ -221,6 +221,7 @@ class CommonConfig:
             value = cls.__dict__.get(name, dataclasses.MISSING)
             if isinstance(value, dataclasses.Field):
                 if help_of(value) is None:
+                    # retune(): a new default and maybe a new check; the help is inherited.
                     value.metadata = MappingProxyType({**inherited.metadata, **value.metadata})
             elif value is not dataclasses.MISSING:
                 # A new default for an inherited knob keeps its help text and check.

@@ -41,6 +41,12 @@ def knob(
     )
 
 
+def retune(default: Any, *, check: Check | None = None) -> Any:
+    """A subclass's new default (and, if given, check) for an inherited knob; the field keeps
+    the inherited help text (see ``CommonConfig.__init_subclass__``)."""
+    return dataclasses.field(default=default, metadata={CHECK: check} if check else {})
+
+
 @dataclasses.dataclass(frozen=True)
 class Knob:
     """A knob that several, but not all, config families declare: the help text and the usual
@@ -229,6 +235,25 @@ class Custom(Check):
 
     def describe(self, cls):
         return self.valid
+
+
+class Noted(Check):
+    """``check``, with a rule that another part of the config enforces added to its description.
+
+    ``note`` is a text, or a callable taking the config class and returning one (or None).
+    """
+
+    def __init__(self, check: Check, note: str | Callable[[type], str | None]):
+        self.check, self.note = check, note
+        self.reads_config = check.reads_config
+
+    def __call__(self, name, value, config):
+        return self.check(name, value, config)
+
+    def describe(self, cls):
+        note = self.note(cls) if callable(self.note) else self.note
+        text = self.check.describe(cls)
+        return f"{text}; {note}" if note else text
 
 
 class FallsBackTo(Check):
