@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from comlrl.core.config.base import CommonConfig
-from comlrl.core.config.fields import Check, Integer, check_of, help_of, knob
+from comlrl.core.config.fields import Check, Integer, Noted, check_of, help_of, knob, retune
 from comlrl.core.config.reference import (
     COMMAND,
     documented_classes,
@@ -58,6 +58,20 @@ def test_a_new_default_keeps_the_inherited_help_and_check():
     assert [f.name for f in dataclasses.fields(Tuned)] == [
         f.name for f in dataclasses.fields(CommonConfig)
     ]
+
+
+def test_retune_changes_default_and_check_but_not_help():
+    @dataclasses.dataclass
+    class Short(CommonConfig):
+        num_turns: int = retune(1, check=Noted(Integer(1, 1), "one turn only"))
+
+    field = Short.__dataclass_fields__["num_turns"]
+    assert help_of(field) == help_of(CommonConfig.__dataclass_fields__["num_turns"])
+    assert check_of(field).describe(Short) == "1 ≤ int ≤ 1; one turn only"
+    assert Short().num_turns == 1
+    with pytest.raises(ValueError, match="num_turns must be <= 1"):
+        Short(num_turns=2)
+    assert CommonConfig(num_turns=2).num_turns == 2
 
 
 def test_checks_that_read_other_fields_see_them_checked():

@@ -4,7 +4,9 @@ A family config subclasses it and adds only its own fields. Every field carries 
 and check in its metadata (:func:`~comlrl.core.config.fields.knob`); ``__post_init__`` runs the
 checks and then :meth:`CommonConfig._check_relations`, the hook for rules that tie fields
 together. A subclass that only changes the default of an inherited field writes the usual
-dataclass line (``num_train_epochs: int = 40``): the field keeps the inherited help and check.
+dataclass line (``num_train_epochs: int = 40``): the field keeps the inherited help and check,
+and its place in the field order. To change the check too, use
+:func:`~comlrl.core.config.fields.retune` (``num_turns: int = retune(1, check=...)``).
 """
 
 from __future__ import annotations
