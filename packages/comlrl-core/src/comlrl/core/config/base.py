@@ -127,13 +127,13 @@ class CommonConfig:
     rollout_buffer_size: int = knob(
         2,
         help="Samples (MAGRPO: rollout-tree nodes) buffered per agent before an update drains "
-        "them.",
+        "them; a global count, split among the processes.",
         check=Integer(1),
     )
     train_batch_size: int | None = knob(
         None,
         help="Samples per optimizer step within one drain, gradients accumulating over them "
-        "(preference family: pairs per update).",
+        "(preference family: pairs per update); a global count, split among the processes.",
         check=FallsBackTo("rollout_buffer_size", Integer(1)),
     )
     advantage_normalization: bool = knob(
@@ -166,7 +166,7 @@ class CommonConfig:
     rollout_batch_size: int | None = knob(
         None,
         help="Dataset items rolled out together (one `generate` call per agent and turn); "
-        "None fills one buffer.",
+        "None fills one buffer; a global count, split among the processes.",
         check=Integer(1, optional=True),
     )
     generation_batch_size: int | None = knob(
