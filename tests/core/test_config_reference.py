@@ -105,3 +105,18 @@ def test_check_mode_reports_a_stale_page(tmp_path, capsys):
     page.write_text(page.read_text(encoding="utf-8") + "edited\n", encoding="utf-8")
     assert main(["--out", str(tmp_path), "--check"]) == 1
     assert COMMAND in capsys.readouterr().err
+
+
+def test_dataclass_tools_and_the_yaml_path_still_work():
+    from comlrl.core.launch import algorithm_config
+
+    for cls, names in documented_classes().items():
+        cfg = cls()
+        assert cls(**dataclasses.asdict(cfg)) == cfg, cls.__name__
+        assert dataclasses.replace(cfg, logging_steps=3).logging_steps == 3
+        for name in names:
+            run = {name: {"eval_interval": 0}, "agent_model": {"max_length": 32}, "seed": 5}
+            built = algorithm_config(run, cls, name)
+            assert (built.eval_interval, built.max_new_tokens, built.seed) == (0, 32, 5)
+            with pytest.raises(ValueError, match="unknown field"):
+                algorithm_config({name: {"distributed_modes": ["ddp"]}}, cls, name)
