@@ -7,19 +7,28 @@ pairs replayed from earlier iterations, and trains on them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from comlrl.core.config.validation import (
-    check_bool,
-    check_int,
-    check_number,
-    check_optional_int,
-    normalize_choice,
+from comlrl.core.config.fields import (
+    Boolean,
+    Choice,
+    Custom,
+    Devices,
+    Integer,
+    Mapping,
+    Number,
+    Text,
+    knob,
 )
-from comlrl.core.devices import validate_device_spec
-from comlrl.pbrl.config import PAIR_SELECTIONS, MADPOConfig, MARLHFConfig
+from comlrl.pbrl.config import (
+    COLLABORATION_ALIASES,
+    COLLABORATION_MODES,
+    NAME,
+    PAIR_SELECTIONS,
+    MADPOConfig,
+    MARLHFConfig,
+)
 
 COMPARATOR_POLICIES = ("current", "current_copy", "model", "history", "api")
 COMPARATOR_ALIASES = {
@@ -39,15 +48,9 @@ COMPARATOR_ALIASES = {
     "http": "api",
     "endpoint": "api",
 }
-GENERATION_MODES = ("decentralized", "centralized")
-GENERATION_ALIASES = {
-    "decentralised": "decentralized",
-    "multi_agent": "decentralized",
-    "multi-agent": "decentralized",
-    "centralised": "centralized",
-    "single_agent": "centralized",
-    "single-agent": "centralized",
-}
+# A comparator generates in either collaboration mode.
+GENERATION_MODES = COLLABORATION_MODES
+GENERATION_ALIASES = COLLABORATION_ALIASES
 REPLAY_MODES = ("current", "nearest_k", "all_history", "lambda_decay")
 REPLAY_ALIASES = {
     "latest": "current",
@@ -79,102 +82,204 @@ SCORING_ALIASES = {
 }
 
 
-def _optional_str(name: str, value: Any) -> None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{name} must be a string or None, got {value!r}.")
+def _comparator_agents(name: str, value: Any) -> Any:
+    if value is not None and (
+        isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0
+    ):
+        raise ValueError(f"{name} must be a non-empty list of model names or model objects.")
+    return value
+
+
+def _api_url(name: str, value: Any) -> str | None:
+    NAME(name, value, None)
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError(f"{name} must start with http:// or https://, got {value!r}.")
+    return value
+
+
+def _no_literal_key(name: str, value: Any) -> None:
+    if value is not None:
+        raise ValueError(
+            f"{name}: keys are never stored in configs (they would end up in saved configs and "
+            "logs); put the key in an environment variable and set comparator_api_key_env to "
+            "its name."
+        )
+    return None
 
 
 @dataclass
 class _IterativePreferenceFields:
-    """Fields shared by MADPOIterConfig and MARLHFIterConfig (validated by the subclasses)."""
+    """Fields shared by MADPOIterConfig and MARLHFIterConfig (checked by CommonConfig)."""
 
-    num_iterations: int = 6
-    preference_replay_mode: str = "current"
-    preference_replay_k: int | None = None
-    preference_replay_lambda: float | None = None
-    preference_replay_sample_size: int | None = None
-    preference_replay_dir: str | None = None
-    log_reward_distribution: bool = False
-    policy_checkpoint_dir: str | None = None
-    comparator_policy: str = "current"
-    comparator_generation_mode: str = "decentralized"
-    comparator_centralized_agent_index: int = 0
-    comparator_model_name: str | None = None
-    comparator_agents: Any = None
-    comparator_devices: Any = None
-    comparator_num_candidates: int | None = None
-    comparator_history_k: int | None = None
-    comparator_pairing: str = "aligned"
-    comparator_api_url: str | None = None
-    comparator_api_format: str = "generic"
-    comparator_api_model: str | None = None
-    comparator_api_max_n_per_request: int | None = None
-    comparator_api_timeout: float = 120.0
-    comparator_api_headers: dict | None = None
-    comparator_api_key: str | None = None
-    comparator_api_key_env: str | None = None
-    comparator_api_key_header: str = "Authorization"
-    comparator_api_key_prefix: str | None = "Bearer"
-    comparator_api_response_field: str = "completions"
-    comparator_api_extra_body: dict | None = None
-    comparator_api_max_retries: int = 3
-    comparator_api_retry_backoff: float = 1.0
+    num_iterations: int = knob(
+        6, help="Online iterations: sample against the comparator, then train.", check=Integer(1)
+    )
+    preference_replay_mode: str = knob(
+        "current",
+        help="Which pairs an iteration trains on: `current` its own, `nearest_k` those of the "
+        "last `preference_replay_k` iterations, `all_history` every iteration's, "
+        "`lambda_decay` iterations weighted (1-λ)λ^age.",
+        check=Choice(REPLAY_MODES, REPLAY_ALIASES),
+    )
+    preference_replay_k: int | None = knob(
+        None,
+        help="Iterations `nearest_k` replay draws from (required there).",
+        check=Integer(1, optional=True),
+    )
+    preference_replay_lambda: float | None = knob(
+        None,
+        help="λ of `lambda_decay` replay (required there); 1 weighs every iteration equally.",
+        check=Number(0.0, 1.0, optional=True),
+    )
+    preference_replay_sample_size: int | None = knob(
+        None,
+        help="Pairs drawn from the replay store; None: as many as this iteration made.",
+        check=Integer(1, optional=True),
+    )
+    preference_replay_dir: str | None = knob(
+        None,
+        help="Where replay shards are written; None: `<run>/preference_replay` when replay is on.",
+        check=NAME,
+    )
+    log_reward_distribution: bool = knob(
+        False,
+        help="Write and log each iteration's reward histograms (the task reward must declare "
+        "its `reward_range`).",
+        check=Boolean(),
+    )
+    policy_checkpoint_dir: str | None = knob(
+        None,
+        help="Where `history` comparators' policy snapshots live; None: "
+        "`<run>/policy_checkpoints`.",
+        check=NAME,
+    )
+    comparator_policy: str = knob(
+        "current",
+        help="Who the agents are compared with: `current` themselves, `current_copy` a frozen "
+        "copy, `history` an earlier iteration, `model` external models, `api` an HTTP endpoint.",
+        check=Choice(COMPARATOR_POLICIES, COMPARATOR_ALIASES),
+    )
+    comparator_generation_mode: str = knob(
+        "decentralized",
+        help="`centralized`: one writer produces every role in one tagged completion; forced in "
+        "centralized collaboration.",
+        check=Choice(GENERATION_MODES, GENERATION_ALIASES),
+    )
+    comparator_centralized_agent_index: int = knob(
+        0,
+        help="Which agent writes for a centralized comparator (0 in centralized collaboration).",
+        check=Integer(0),
+    )
+    comparator_model_name: str | None = knob(
+        None, help="The `model` comparator: one model for every role.", check=NAME
+    )
+    comparator_agents: Any = knob(
+        None,
+        help="The `model` comparator: a list of model names or objects, 1 or one per agent.",
+        check=Custom(_comparator_agents, "None or a non-empty list"),
+    )
+    comparator_devices: Any = knob(
+        None, help="Where local comparator models live.", check=Devices()
+    )
+    comparator_num_candidates: int | None = knob(
+        None,
+        help="Candidates the comparator samples per item; None: `preference_num_candidates`.",
+        check=Integer(1, optional=True),
+    )
+    comparator_history_k: int | None = knob(
+        None,
+        help="The `history` comparator is the policy of this many iterations ago (None: 1).",
+        check=Integer(1, optional=True),
+    )
+    comparator_pairing: str = knob(
+        "aligned",
+        help="`aligned` pairs target and comparator candidates by index; `cross` tries all N×M.",
+        check=Choice(COMPARATOR_PAIRINGS),
+    )
+    comparator_api_url: str | None = knob(
+        None,
+        help="Endpoint of the `api` comparator (http:// or https://).",
+        check=Custom(_api_url, "None or an http(s) URL"),
+    )
+    comparator_api_format: str = knob(
+        "generic",
+        help="Request layout of the `api` comparator: `generic`, `openai` (chat completions), "
+        "`anthropic` (messages) or `openai_responses`.",
+        check=Choice(API_FORMATS, API_FORMAT_ALIASES),
+    )
+    comparator_api_model: str | None = knob(None, help="Model name sent to the API.", check=NAME)
+    comparator_api_max_n_per_request: int | None = knob(
+        None,
+        help="Most completions asked for in one API request; None: all at once.",
+        check=Integer(1, optional=True),
+    )
+    comparator_api_timeout: float = knob(
+        120.0,
+        help="Seconds before an API request times out (and is retried).",
+        check=Number(0.0, min_inclusive=False),
+    )
+    comparator_api_headers: dict | None = knob(
+        None, help="Extra HTTP headers of every API request.", check=Mapping()
+    )
+    comparator_api_key: str | None = knob(
+        None,
+        help="Refused when set: keys never go in configs; use `comparator_api_key_env`.",
+        check=Custom(_no_literal_key, "None"),
+    )
+    comparator_api_key_env: str | None = knob(
+        None, help="Environment variable that holds the API key.", check=NAME
+    )
+    comparator_api_key_header: str = knob(
+        "Authorization",
+        help="HTTP header that carries the key.",
+        check=Text("a non-empty header name", optional=False, nonempty=True),
+    )
+    comparator_api_key_prefix: str | None = knob(
+        "Bearer", help="Text put before the key in its header; None: the bare key.", check=NAME
+    )
+    comparator_api_response_field: str = knob(
+        "completions",
+        help="Dotted path of the completions in a `generic` API response.",
+        check=Text("a non-empty (dotted) field", optional=False, nonempty=True),
+    )
+    comparator_api_extra_body: dict | None = knob(
+        None, help="Extra fields merged into every API request body.", check=Mapping()
+    )
+    comparator_api_max_retries: int = knob(
+        3, help="Retries of a failed API request (timeouts, 408/425/429/5xx).", check=Integer(0)
+    )
+    comparator_api_retry_backoff: float = knob(
+        1.0,
+        help="Seconds before the first retry; doubled after each one.",
+        check=Number(0.0),
+    )
 
     pair_selections: ClassVar[tuple[str, ...]] = (*PAIR_SELECTIONS, "comparator_reward")
 
-    def _validate_iterative(self) -> None:
-        check_int("num_iterations", self.num_iterations, 1)
-        self._validate_replay()
-        check_bool("log_reward_distribution", self.log_reward_distribution)
-        _optional_str("preference_replay_dir", self.preference_replay_dir)
-        _optional_str("policy_checkpoint_dir", self.policy_checkpoint_dir)
-        self.comparator_policy = normalize_choice(
-            "comparator_policy", self.comparator_policy, COMPARATOR_POLICIES, COMPARATOR_ALIASES
-        )
-        self.comparator_generation_mode = normalize_choice(
-            "comparator_generation_mode",
-            self.comparator_generation_mode,
-            GENERATION_MODES,
-            GENERATION_ALIASES,
-        )
+    def _check_relations(self) -> None:
+        super()._check_relations()
+        self._check_replay()
         if self.collaboration_mode == "centralized":
             # One joint actor: the comparator must write joint completions too.
             self.comparator_generation_mode = "centralized"
-            check_int("comparator_centralized_agent_index", self.comparator_centralized_agent_index)
             if self.comparator_centralized_agent_index != 0:
                 raise ValueError(
                     "comparator_centralized_agent_index must be 0 (the single actor index 0) in "
                     "centralized collaboration."
                 )
-        elif self.comparator_generation_mode == "centralized":
-            check_int(
-                "comparator_centralized_agent_index", self.comparator_centralized_agent_index, 0
+        elif (
+            self.comparator_generation_mode == "centralized"
+            and self.num_agents is not None
+            and self.comparator_centralized_agent_index >= self.num_agents
+        ):
+            raise ValueError(
+                f"comparator_centralized_agent_index must be < num_agents ({self.num_agents}), "
+                f"got {self.comparator_centralized_agent_index}."
             )
-            if (
-                self.num_agents is not None
-                and self.comparator_centralized_agent_index >= self.num_agents
-            ):
-                raise ValueError(
-                    f"comparator_centralized_agent_index must be < num_agents ({self.num_agents}), "
-                    f"got {self.comparator_centralized_agent_index}."
-                )
-        check_optional_int("comparator_num_candidates", self.comparator_num_candidates, 1)
-        self.comparator_pairing = normalize_choice(
-            "comparator_pairing", self.comparator_pairing, COMPARATOR_PAIRINGS
-        )
-        self._validate_comparator_sources()
-        self._validate_api()
+        self._check_comparator_sources()
 
-    def _validate_replay(self) -> None:
-        self.preference_replay_mode = normalize_choice(
-            "preference_replay_mode", self.preference_replay_mode, REPLAY_MODES, REPLAY_ALIASES
-        )
+    def _check_replay(self) -> None:
         mode = self.preference_replay_mode
-        check_optional_int("preference_replay_k", self.preference_replay_k, 1)
-        check_number(
-            "preference_replay_lambda", self.preference_replay_lambda, 0.0, 1.0, allow_none=True
-        )
-        check_optional_int("preference_replay_sample_size", self.preference_replay_sample_size, 1)
         if mode == "current":
             if self.preference_replay_k not in (None, 1):
                 raise ValueError(
@@ -204,25 +309,14 @@ class _IterativePreferenceFields:
                 "preference_replay_lambda is only used with preference_replay_mode='lambda_decay'."
             )
 
-    def _validate_comparator_sources(self) -> None:
+    def _check_comparator_sources(self) -> None:
         policy = self.comparator_policy
-        _optional_str("comparator_model_name", self.comparator_model_name)
-        agents = self.comparator_agents
-        if agents is not None and (
-            isinstance(agents, (str, bytes)) or not hasattr(agents, "__len__") or len(agents) == 0
-        ):
-            raise ValueError(
-                "comparator_agents must be a non-empty list of model names or model objects."
-            )
-        if self.comparator_devices is not None:
-            validate_device_spec(self.comparator_devices, "comparator_devices")
-        check_optional_int("comparator_history_k", self.comparator_history_k, 1)
         if policy == "model":
-            if self.comparator_model_name is None and agents is None:
+            if self.comparator_model_name is None and self.comparator_agents is None:
                 raise ValueError(
                     "comparator_policy='model' needs comparator_model_name or comparator_agents."
                 )
-        elif self.comparator_model_name is not None or agents is not None:
+        elif self.comparator_model_name is not None or self.comparator_agents is not None:
             raise ValueError(
                 f"comparator_model_name/comparator_agents are only used with "
                 f"comparator_policy='model', not {policy!r}."
@@ -238,51 +332,6 @@ class _IterativePreferenceFields:
         if policy == "api" and not self.comparator_api_url:
             raise ValueError("comparator_api_url is required with comparator_policy='api'.")
 
-    def _validate_api(self) -> None:
-        _optional_str("comparator_api_url", self.comparator_api_url)
-        if self.comparator_api_url is not None and not self.comparator_api_url.startswith(
-            ("http://", "https://")
-        ):
-            raise ValueError(
-                f"comparator_api_url must start with http:// or https://, got "
-                f"{self.comparator_api_url!r}."
-            )
-        self.comparator_api_format = normalize_choice(
-            "comparator_api_format", self.comparator_api_format, API_FORMATS, API_FORMAT_ALIASES
-        )
-        _optional_str("comparator_api_model", self.comparator_api_model)
-        check_optional_int(
-            "comparator_api_max_n_per_request", self.comparator_api_max_n_per_request, 1
-        )
-        check_number(
-            "comparator_api_timeout", self.comparator_api_timeout, 0.0, min_inclusive=False
-        )
-        for name in ("comparator_api_headers", "comparator_api_extra_body"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, dict):
-                raise ValueError(f"{name} must be a mapping or None, got {type(value).__name__}.")
-        if self.comparator_api_key is not None:
-            raise ValueError(
-                "comparator_api_key: keys are never stored in configs (they would end up in "
-                "saved configs and logs); put the key in an environment variable and set "
-                "comparator_api_key_env to its name."
-            )
-        _optional_str("comparator_api_key_env", self.comparator_api_key_env)
-        if (
-            not isinstance(self.comparator_api_key_header, str)
-            or not self.comparator_api_key_header
-        ):
-            raise ValueError("comparator_api_key_header must be a non-empty header name.")
-        _optional_str("comparator_api_key_prefix", self.comparator_api_key_prefix)
-        if not isinstance(self.comparator_api_response_field, str) or not (
-            self.comparator_api_response_field
-        ):
-            raise ValueError("comparator_api_response_field must be a non-empty (dotted) field.")
-        check_int("comparator_api_max_retries", self.comparator_api_max_retries, 0)
-        check_number("comparator_api_retry_backoff", self.comparator_api_retry_backoff, 0.0)
-        if not math.isfinite(self.comparator_api_timeout):
-            raise ValueError("comparator_api_timeout must be finite.")
-
 
 @dataclass
 class MADPOIterConfig(_IterativePreferenceFields, MADPOConfig):
@@ -295,10 +344,6 @@ class MADPOIterConfig(_IterativePreferenceFields, MADPOConfig):
 
     pair_selections: ClassVar[tuple[str, ...]] = _IterativePreferenceFields.pair_selections
     algorithm_label: ClassVar[str] = "MADPOIter"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._validate_iterative()
 
 
 @dataclass
@@ -316,19 +361,18 @@ class MARLHFIterConfig(_IterativePreferenceFields, MARLHFConfig):
     preference_pairs_per_sample: int | None = 4
     pair_selection: str = "comparator_reward"
     reward_num_train_epochs: int = 2
-    preference_scoring_reward: str = "task"
-    reward_model_warm_start: bool = False
+    preference_scoring_reward: str = knob(
+        "task",
+        help="What ranks each iteration's pairs: the `task` reward, or (from the second "
+        "iteration on) the previous iteration's `reward_model`.",
+        check=Choice(SCORING_REWARDS, SCORING_ALIASES),
+    )
+    reward_model_warm_start: bool = knob(
+        False,
+        help="Keep training one reward model across iterations instead of restarting it from "
+        "its initial weights.",
+        check=Boolean(),
+    )
 
     pair_selections: ClassVar[tuple[str, ...]] = _IterativePreferenceFields.pair_selections
     algorithm_label: ClassVar[str] = "MARLHFIter"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.preference_scoring_reward = normalize_choice(
-            "preference_scoring_reward",
-            self.preference_scoring_reward,
-            SCORING_REWARDS,
-            SCORING_ALIASES,
-        )
-        check_bool("reward_model_warm_start", self.reward_model_warm_start)
-        self._validate_iterative()

@@ -18,6 +18,7 @@ from comlrl.core.centralized import (
     centralize,
     check_adapter,
 )
+from comlrl.core.config.fields import knob
 from comlrl.core.config.validation import check_optional_int, normalize_choice
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.reinforce.config import MAGRPOConfig
@@ -53,7 +54,9 @@ class CentralizedMAGRPOConfig(MAGRPOConfig):
 
     num_agents: int | None = 2
     num_turns: int = 1
-    collaboration_mode: str = "centralized"
+    collaboration_mode: str = knob(
+        "centralized", help="Must be `centralized` (aliases: centralised, single_agent)."
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

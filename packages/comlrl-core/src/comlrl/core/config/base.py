@@ -1,0 +1,257 @@
+"""``CommonConfig``: the fields every training family shares, each declared once.
+
+A family config subclasses it and adds only its own fields. Every field carries its help text
+and check in its metadata (:func:`~comlrl.core.config.fields.knob`); ``__post_init__`` runs the
+checks and then :meth:`CommonConfig._check_relations`, the hook for rules that tie fields
+together. A subclass that only changes the default of an inherited field writes the usual
+dataclass line (``num_train_epochs: int = 40``): the field keeps the inherited help and check,
+and its place in the field order. To change the check too, use
+:func:`~comlrl.core.config.fields.retune` (``num_turns: int = retune(1, check=...)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from comlrl.core.config.fields import (
+    Boolean,
+    Choice,
+    Custom,
+    Devices,
+    FallsBackTo,
+    Integer,
+    Number,
+    Text,
+    check_of,
+    help_of,
+    knob,
+)
+from comlrl.core.devices import normalize_parallel_training
+from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
+from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
+
+NONFINITE_POLICIES = ("raise", "skip")
+
+__all__ = ["DISTRIBUTED_MODES", "NONFINITE_POLICIES", "REWARD_CALL_MODES", "CommonConfig"]
+
+POSITIVE = Number(0.0, min_inclusive=False)
+
+
+def _actor_count(config: Any) -> int | None:
+    return config.actor_count
+
+
+@dataclass
+class CommonConfig:
+    """Settings shared by every family: epochs, optimizer, sampling, turns, evaluation, logging,
+    devices, batching and memory budgets, rewards and failure policy.
+
+    Not used on its own: the trainers take a family config (``MAGRPOConfig``, ``IACConfig``,
+    ``MADPOConfig``, ...). Every field is validated on construction; an invalid value raises
+    ``ValueError`` naming the field and what is valid.
+    """
+
+    num_train_epochs: int = knob(
+        20, help="Passes over the training set; items keep their order.", check=Integer(1)
+    )
+    agent_learning_rate: float = knob(
+        5.0e-6, help="AdamW learning rate of every agent's optimizer.", check=POSITIVE
+    )
+    logging_steps: int = knob(
+        50, help="Fewest environment steps between two training log records.", check=Integer(1)
+    )
+    num_agents: int | None = knob(
+        None,
+        help="Number of agents; None takes it from the trainer, a set value must agree with it.",
+        check=Integer(1, optional=True),
+    )
+    parallel_training: str = knob(
+        "none",
+        help="`none`: every agent on one device; `mp`: each agent on its own device from "
+        "`agent_devices`, driven by its own worker thread.",
+        check=Custom(lambda _name, value: normalize_parallel_training(value), "none (null), mp"),
+    )
+    agent_devices: Any = knob(
+        None,
+        help="Where the agents live: one device for all or one per agent; required with "
+        "`parallel_training='mp'`.",
+        check=Devices(_actor_count, mp_requires=True),
+    )
+    max_new_tokens: int = knob(256, help="Most tokens a completion may have.", check=Integer(1))
+    temperature: float = knob(0.6, help="Sampling temperature.", check=POSITIVE)
+    top_p: float = knob(
+        0.6,
+        help="Nucleus sampling: keep the smallest token set with this much probability.",
+        check=Number(0.0, 1.0, min_inclusive=False),
+    )
+    top_k: int | None = knob(
+        50,
+        help="Sample among the k likeliest tokens; None or 0 turns the filter off.",
+        check=Integer(0, optional=True),
+    )
+    num_turns: int = knob(
+        2,
+        help="Turns per episode; more than one needs an `external_transition`.",
+        check=Integer(1),
+    )
+    discount: float = knob(
+        1.0, help="Discount γ applied to the returns of later turns.", check=Number(0.0, 1.0)
+    )
+    early_termination_threshold: float | None = knob(
+        None,
+        help="Stop expanding a rollout-tree node whose mean reward is above this; None grows "
+        "every node to `num_turns`.",
+        check=Number(optional=True),
+    )
+    external_prompt_passthrough: bool = knob(
+        False,
+        help="Use the prompts returned by the external transition as they are, without the "
+        "formatters.",
+        check=Boolean(),
+    )
+    eval_interval: int = knob(
+        16,
+        help="Evaluate before every training item (preference family: update) whose index is a "
+        "multiple of this; 0 never evaluates.",
+        check=Integer(0),
+    )
+    eval_num_samples: int = knob(
+        4,
+        help="How many items of the eval set (the first ones) are evaluated; 0 turns eval off.",
+        check=Integer(0),
+    )
+    eval_batch_size: int = knob(1, help="Eval items rolled out together.", check=Integer(1))
+    rollout_buffer_size: int = knob(
+        2,
+        help="Samples (MAGRPO: rollout-tree nodes) buffered per agent before an update drains "
+        "them; a global count, split among the processes.",
+        check=Integer(1),
+    )
+    train_batch_size: int | None = knob(
+        None,
+        help="Samples per optimizer step within one drain, gradients accumulating over them "
+        "(preference family: pairs per update); a global count, split among the processes.",
+        check=FallsBackTo("rollout_buffer_size", Integer(1)),
+    )
+    advantage_normalization: bool = knob(
+        True, help="Scale the advantages by their standard deviation.", check=Boolean()
+    )
+    reference_kl_enabled: bool = knob(
+        False,
+        help="Penalize the KL divergence of each agent from a frozen reference model.",
+        check=Boolean(),
+    )
+    reference_kl_coef: float = knob(
+        0.1, help="Weight β of the reference-KL penalty.", check=Number(0.0)
+    )
+    reference_devices: Any = knob(
+        None,
+        help="Where the reference models live; None puts each with its agent.",
+        check=Devices(_actor_count, when=lambda c: c._uses_reference()),
+    )
+    seed: int | None = knob(
+        None,
+        help="Seeds Python, NumPy and torch when training starts; None leaves them alone.",
+        check=Integer(0, optional=True),
+    )
+    output_dir: str | None = knob(
+        None,
+        help="Run directory for `metrics.jsonl` and run files; None picks "
+        "`runs/<algo>-<time>-<pid>`.",
+        check=Text("a path string"),
+    )
+    rollout_batch_size: int | None = knob(
+        None,
+        help="Dataset items rolled out together (one `generate` call per agent and turn); "
+        "None fills one buffer; a global count, split among the processes.",
+        check=Integer(1, optional=True),
+    )
+    generation_batch_size: int | None = knob(
+        None,
+        help="Most sequences per `generate` call, a memory budget; None sets no cap.",
+        check=Integer(1, optional=True),
+    )
+    logprob_max_tokens: int | None = knob(
+        None,
+        help="Most padded tokens per loss forward (micro-batching); None sets no cap.",
+        check=Integer(1, optional=True),
+    )
+    max_grad_norm: float | None = knob(
+        None,
+        help="Clip each agent's gradient norm to this per step; None does not clip.",
+        check=Number(0.0, min_inclusive=False, optional=True),
+    )
+    weight_decay: float = knob(0.01, help="AdamW weight decay.", check=Number(0.0))
+    reward_call_mode: str = knob(
+        "auto",
+        help="`batch`: one reward call per batch of joint actions; `per_sample`: one call per "
+        "joint action; `auto`: batch, falling back (with a warning) for rewards that return "
+        "one value.",
+        check=Choice(REWARD_CALL_MODES),
+    )
+    nonfinite_loss: str = knob(
+        "raise",
+        help="What a NaN or infinite loss does: `raise`, or `skip` the step (counted and logged).",
+        check=Choice(NONFINITE_POLICIES),
+    )
+    eval_greedy: bool = knob(
+        False,
+        help="Greedy decoding in evaluation instead of the training sampling settings.",
+        check=Boolean(),
+    )
+    distributed_mode: str = knob(
+        "auto",
+        help="Multi-process data parallelism: `auto` follows the launcher's environment, "
+        "`single` runs one process, `ddp` replicates the agents, `fsdp` shards them where the "
+        "family offers it (docs/distributed.md).",
+        check=Choice(lambda cls: cls.distributed_modes),
+    )
+
+    # The distributed modes a family supports (the preference family replicates its agents).
+    distributed_modes: ClassVar[tuple[str, ...]] = DISTRIBUTED_MODES
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        for name in own:
+            inherited = _inherited_field(cls, name)
+            if inherited is None or help_of(inherited) is None:
+                continue
+            value = cls.__dict__.get(name, dataclasses.MISSING)
+            if isinstance(value, dataclasses.Field):
+                if help_of(value) is None:
+                    # retune(): a new default and maybe a new check; the help is inherited.
+                    value.metadata = MappingProxyType({**inherited.metadata, **value.metadata})
+            elif value is not dataclasses.MISSING:
+                # A new default for an inherited knob keeps its help text and check.
+                setattr(cls, name, knob(value, help=help_of(inherited), check=check_of(inherited)))
+
+    def __post_init__(self) -> None:
+        checks = [(f.name, check_of(f)) for f in dataclasses.fields(self) if check_of(f)]
+        # Checks that read other fields see those fields already checked and normalized.
+        for name, check in sorted(checks, key=lambda item: item[1].reads_config):
+            setattr(self, name, check(name, getattr(self, name), self))
+        self._check_relations()
+
+    def _check_relations(self) -> None:
+        """Rules that tie several fields together; subclasses extend it (calling super)."""
+
+    def _uses_reference(self) -> bool:
+        """Whether reference models are loaded (so ``reference_devices`` is checked)."""
+        return self.reference_kl_enabled
+
+    @property
+    def actor_count(self) -> int | None:
+        """Models that are trained: ``num_agents`` (None until the trainer sets it)."""
+        return self.num_agents
+
+
+def _inherited_field(cls: type, name: str) -> dataclasses.Field | None:
+    for base in cls.__mro__[1:]:
+        found = vars(base).get("__dataclass_fields__", {}).get(name)
+        if found is not None:
+            return found
+    return None
