@@ -80,6 +80,10 @@ COMMON = {
         st.sampled_from(["deepspeed", "zero3", "", None, 2]),
     ),
     "item_seeded_sampling": (st.booleans(), bad_bool),
+    "report_to": (
+        st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),
+        st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
+    ),
 }
 IAC_ONLY = {
     "use_separate_critic": (st.booleans(), bad_bool),

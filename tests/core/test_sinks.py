@@ -1,6 +1,8 @@
 """Metric sinks: report_to picks them, TensorBoard's own reader loads what ours writes, and a
 sink registered by name receives every record."""
 
+import math
+
 import pytest
 
 from comlrl.core.logging import MetricLogger, check_report_to
@@ -26,6 +28,16 @@ def test_tensorboard_event_files_load_with_tensorboards_reader(tmp_path):
     assert scalars["agent_0/loss"] == [(3, -1.5)]
     assert "note" not in scalars
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 2
+
+
+def test_a_training_run_reports_to_tensorboard(tmp_path):
+    from tests.reinforce.helpers import make_trainer
+
+    trainer = make_trainer(tmp_path, report_to=["tensorboard"])
+    trainer.train()
+    scalars = _scalars(tmp_path / "run" / "tensorboard")
+    assert scalars["turn_1/reward_mean"] and scalars["agent_1/loss"]
+    assert all(math.isfinite(v) for _, v in scalars["turn_1/reward_mean"])
 
 
 class _ListSink:

@@ -96,6 +96,12 @@ COMMON = dict(
         simple("nonfinite_loss", st.sampled_from(["raise", "skip"]), st.just("zero")),
         simple("eval_greedy", st.booleans(), bad_bool),
         simple(
+            "report_to",
+            st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),
+            st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
+        ),
+        simple("preference_loss", st.just("sigmoid"), st.sampled_from(["ipo", "", 3])),
+        simple(
             "distributed_mode",
             st.sampled_from(["auto", "single", "ddp", "DDP"]),
             st.sampled_from(["fsdp", "mpi", ""]),

@@ -85,6 +85,11 @@ FIELDS = {
         st.sampled_from(["deepspeed", "zero3", "", None, 2]),
     ),
     "item_seeded_sampling": (st.booleans(), bad_bool),
+    "report_to": (
+        st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),
+        st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
+    ),
+    "policy_loss": (st.just("reinforce"), st.sampled_from(["ppo_clipped", "", 3])),
 }
 
 

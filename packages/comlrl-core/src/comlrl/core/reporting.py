@@ -70,6 +70,7 @@ class Reporting:
                 run_config=self.run_config(),
                 default_name=f"test-{self.algorithm_name.lower()}",
                 enabled=self.is_main_process,
+                report_to=self.args.report_to,
             )
         return self.logger
 

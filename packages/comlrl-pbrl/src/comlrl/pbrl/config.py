@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from comlrl.core import algos
 from comlrl.core.config.base import POSITIVE, CommonConfig
 from comlrl.core.config.fields import Boolean, Choice, Custom, Integer, Noted, Text, knob, retune
 from comlrl.core.config.knobs import (
@@ -31,6 +32,11 @@ from comlrl.core.devices import validate_device_spec
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES
 
+
+def _advantage_modes(cls) -> tuple[str, ...]:
+    return algos.available("advantage")
+
+
 COLLABORATION_MODES = ("decentralized", "centralized")
 COLLABORATION_ALIASES = {
     "decentralised": "decentralized",
@@ -42,7 +48,6 @@ COLLABORATION_ALIASES = {
 }
 PAIR_SELECTIONS = ("reward_gap", "all", "random")
 # comlrl-pbrl depends on no family, so it names the REINFORCE baselines itself.
-ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
 
 # rl_algorithm -> the advantage baseline of that REINFORCE variant (None: actor-critic)
 RL_ALGORITHMS: dict[str, str | None] = {
@@ -93,7 +98,13 @@ class MADPOConfig(CommonConfig):
     )
     joint_mode: str = JOINT_MODE("aligned", check=Choice(("aligned",), JOINT_MODE_ALIASES))
     advantage_mode: str | None = ADVANTAGE_MODE(
-        "mean", check=Choice(ADVANTAGE_MODES, optional=True)
+        "mean", check=Choice(_advantage_modes, optional=True)
+    )
+    preference_loss: str = knob(
+        "sigmoid",
+        help="The registered preference loss (comlrl.core.algos.register_preference_loss): "
+        "`sigmoid` is DPO's `-log sigmoid(beta * margin)` on the joint margin.",
+        check=Choice(lambda cls: algos.available("preference_loss")),
     )
     preference_num_candidates: int = knob(
         80,
@@ -190,7 +201,7 @@ class MARLHFConfig(MADPOConfig):
     """
 
     advantage_mode: str | None = retune(
-        None, check=Noted(Choice(ADVANTAGE_MODES, optional=True), "None follows `rl_algorithm`")
+        None, check=Noted(Choice(_advantage_modes, optional=True), "None follows `rl_algorithm`")
     )
     rl_algorithm: str = knob(
         "magrpo",

@@ -78,7 +78,7 @@ class DPOMixin:
                     )
                     chosen.append(values[: len(members)])
                     rejected.append(values[len(members) :])
-                part = algos.get("preference_loss", "sigmoid", "preference_loss")(
+                part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
                     chosen,
                     rejected,
                     a.dpo_beta,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from comlrl.core import algos
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Choice, Integer, knob
 from comlrl.core.config.knobs import (
@@ -13,7 +14,6 @@ from comlrl.core.config.knobs import (
     NUM_GENERATIONS,
 )
 
-ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
 NORMALIZATION_SCOPES = ("group", "batch")
 LENGTH_NORMALIZATIONS = ("none", "token_mean", "constant")
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
@@ -31,8 +31,16 @@ class MAGRPOConfig(CommonConfig):
 
     num_generations: int = NUM_GENERATIONS(4, check=Integer(2))
     joint_mode: str = JOINT_MODE("aligned")
-    # Choice also takes a callable: when advantages get a registry, it lists the choices.
-    advantage_mode: str = ADVANTAGE_MODE("mean", check=Choice(ADVANTAGE_MODES))
+    # Choices of registered math come from the registry (built-in and third-party functions).
+    advantage_mode: str = ADVANTAGE_MODE(
+        "mean", check=Choice(lambda cls: algos.available("advantage"))
+    )
+    policy_loss: str = knob(
+        "reinforce",
+        help="The registered policy loss (comlrl.core.algos.register_policy_loss): `reinforce` "
+        "weights each completion's log-probability by its advantage.",
+        check=Choice(lambda cls: algos.available("policy_loss")),
+    )
     advantage_normalization_scope: str = knob(
         "group",
         help="Where advantages are z-scored: within each `group` of K siblings, or over each "

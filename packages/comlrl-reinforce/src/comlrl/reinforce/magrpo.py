@@ -194,7 +194,7 @@ class MAGRPOTrainer(TrainerBase):
         weights = row_weights(
             lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
         )
-        policy_loss = algos.get("policy_loss", "reinforce", "policy_loss")
+        policy_loss = algos.get("policy_loss", a.policy_loss, "policy_loss")
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0

@@ -31,6 +31,7 @@ from comlrl.core.config.fields import (
 )
 from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
+from comlrl.core.logging.sink import check_report_to
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 
 NONFINITE_POLICIES = ("raise", "skip")
@@ -208,6 +209,14 @@ class CommonConfig:
         "`single` runs one process, `ddp` replicates the agents, `fsdp` shards them where the "
         "family offers it (docs/distributed.md).",
         check=Choice(lambda cls: cls.distributed_modes),
+    )
+
+    report_to: Any = knob(
+        None,
+        help="Metric sinks besides `metrics.jsonl` (always written): `wandb`, `tensorboard` "
+        "(event files in `<run dir>/tensorboard`), or a sink registered under the entry-point "
+        "group `comlrl.sinks`; None: W&B when a `wandb_config` is given.",
+        check=Custom(lambda name, value: check_report_to(value, name), "a sink name or list"),
     )
 
     # The distributed modes a family supports (the preference family replicates its agents).
