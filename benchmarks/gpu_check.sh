@@ -9,7 +9,7 @@
 # (git-ignored, about 30 MiB); take that folder along and the check installs both from it,
 # offline, into venvs that reuse the machine's own torch and transformers. The reference is
 # built only when that works offline; otherwise the check says so and skips its column.
-# A global guard stops everything 120 s after the check's own budget (the JSON is written
+# A global guard stops everything 60 s after the check's own budget (the JSON is written
 # after every phase, so a stopped run keeps what it finished).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,4 +85,4 @@ elif command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
 fi
 
 guard=$(printf '%.0f' "$budget" 2>/dev/null) || guard=480
-exec timeout -k 10 "$((guard + 120))" "${PY[@]}" -m benchmarks gpu --reference-python "$REF" "$@"
+exec timeout -k 10 "$((guard + 60))" "${PY[@]}" -m benchmarks gpu --reference-python "$REF" "$@"

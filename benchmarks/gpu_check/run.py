@@ -225,6 +225,7 @@ class Check:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows up in logs as it happens
     try:
         args = parse(argv)
     except ValueError as exc:
