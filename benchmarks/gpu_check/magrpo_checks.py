@@ -3,6 +3,7 @@ checkpoint saved and resumed on the device (see :mod:`benchmarks.gpu_check.paths
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import traceback
@@ -251,7 +252,9 @@ CHECKS = {
 def run_all(spec: dict) -> None:
     """Every MAGRPO check in turn; one that raises is reported failed with its traceback."""
     for name, check in CHECKS.items():
+        gc.collect()
         if torch.cuda.is_available():
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         try:
             check(spec)

@@ -21,6 +21,7 @@ reason: a second GPU on a one-GPU machine, say). The checks:
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -248,7 +249,9 @@ def main() -> None:
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
     for family in spec["families"]:
+        gc.collect()
         if torch.cuda.is_available():
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         check_family(spec, family)
     if "magrpo" in spec["families"]:

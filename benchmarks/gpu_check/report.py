@@ -72,13 +72,25 @@ def problems_table(record: dict) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _details(detail: dict) -> str:
+    """The scalar details of a check, short: ``key=value`` pairs."""
+    parts = []
+    for key, value in detail.items():
+        if isinstance(value, float):
+            parts.append(f"{key}={value:.3g}")
+        elif isinstance(value, (int, str, bool)):
+            parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
 def checks_table(record: dict) -> str:
-    """Markdown table of the path checks."""
-    head = "| check | status | reason |\n|---|---|---|\n"
+    """Markdown table of the path checks: status, the reason when not passed, the details."""
+    head = "| check | status | reason | details |\n|---|---|---|---|\n"
     rows = []
     for name, c in record["checks"].items():
         reason = (c.get("reason") or "").strip().splitlines()
-        rows.append(f"| {name} | {c['status']} | {reason[-1] if reason else ''} |")
+        detail = _details(c.get("detail") or {})
+        rows.append(f"| {name} | {c['status']} | {reason[-1] if reason else ''} | {detail} |")
     return head + "\n".join(rows) + "\n"
 
 
