@@ -6,9 +6,9 @@
 # On a machine with this repo's uv environment it runs there. On a GPU machine without network
 # (a torch image with no comlrl), first run `bash benchmarks/gpu_check.sh --prepare` where the
 # package registry is reachable: it puts our wheels and the reference's in benchmarks/.gpu-wheels
-# (git-ignored, about 30 MiB); take that folder along and the check installs both from it,
-# offline, into venvs that reuse the machine's own torch and transformers. The reference is
-# built only when that works offline; otherwise the check says so and skips its column.
+# (git-ignored, about 31 MiB); take that folder along and the check installs both from it,
+# offline, next to the machine's own torch and transformers. The reference is used only when
+# that works offline; otherwise the check says so and skips its column.
 # A global guard stops everything 60 s after the check's own budget (the JSON is written
 # after every phase, so a stopped run keeps what it finished).
 set -uo pipefail
@@ -39,15 +39,13 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     [[ "${args[i]}" == "--budget" ]] && budget="${args[i + 1]:-480}"
 done
 
-# A venv that sees the machine's own packages (torch) after its own, even when the machine's
-# python3 is itself a venv (then --system-site-packages would not reach them).
-offline_venv() {
-    local dir="$1"
-    python3 -m venv "$dir" || return 1
-    local own mine
-    own=$(python3 -c 'import site; print("\n".join(site.getsitepackages()))') || return 1
-    mine=$("$dir/bin/python" -c 'import site; print(site.getsitepackages()[0])') || return 1
-    printf '%s\n' "$own" >"$mine/zz-machine-packages.pth"
+# Offline installs: every carried wheel, without dependency resolution, into a folder of its
+# own that goes on PYTHONPATH; everything else (torch, transformers) is the machine's own.
+install_offline() {
+    local target="$1"
+    shift
+    rm -rf "$target"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$target" "$@"
 }
 
 if command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
@@ -55,11 +53,9 @@ if command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
 elif python3 -c 'import comlrl.reinforce, comlrl.ac, comlrl.pbrl' 2>/dev/null; then
     PY=(python3)
 elif [[ -d "$WHEELS/ours" ]]; then
-    venv=/tmp/comlrl-gpu-ours
-    rm -rf "$venv"
-    offline_venv "$venv" &&
-        "$venv/bin/python" -m pip install -q --no-index --no-deps "$WHEELS"/ours/*.whl || exit 1
-    PY=("$venv/bin/python")
+    install_offline /tmp/comlrl-gpu-ours "$WHEELS"/ours/*.whl || exit 1
+    export PYTHONPATH=/tmp/comlrl-gpu-ours${PYTHONPATH:+:$PYTHONPATH}
+    PY=(python3)
 else
     echo "gpu_check.sh: no environment with comlrl here; run 'uv sync', or" \
         "'bash benchmarks/gpu_check.sh --prepare' where the registry is reachable." >&2
@@ -70,11 +66,11 @@ REF=auto
 if [[ -x benchmarks/.venv-ref/bin/python ]]; then
     REF=benchmarks/.venv-ref/bin/python
 elif [[ -d "$WHEELS/ref" ]]; then
-    venv=/tmp/comlrl-gpu-ref
-    rm -rf "$venv"
-    if offline_venv "$venv" &&
-        "$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELS/ref" "$REFERENCE"; then
-        REF="$venv/bin/python"
+    # The check runs the reference without PYTHONPATH, so a wrapper sets the reference's own.
+    if install_offline /tmp/comlrl-gpu-ref "$WHEELS"/ref/*.whl; then
+        REF=/tmp/comlrl-gpu-ref-python
+        printf '#!/bin/sh\nPYTHONPATH=/tmp/comlrl-gpu-ref exec %s "$@"\n' "$(command -v python3)" >"$REF"
+        chmod +x "$REF"
     else
         echo "gpu_check.sh: the reference could not be installed offline (above)" >&2
     fi
