@@ -34,6 +34,7 @@ GUARANTEE = {"ours": 0.15, "checks": 0.2, "bare": 0.15, "reference": 0.3}
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m benchmarks gpu``."""
     p = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="auto", help="auto (cuda when present), cuda, cuda:1, cpu")
     p.add_argument("--size", default="0.5b", help=f"agent pair: {', '.join(SIZES)}")
@@ -130,6 +131,7 @@ class Check:
         }
 
     def remaining(self) -> float:
+        """Seconds left until the global deadline."""
         return self.deadline - time.perf_counter()
 
     def phase_timeout(self, phase: str, planned: list[str]) -> float:
@@ -141,6 +143,7 @@ class Check:
         )
 
     def write(self) -> None:
+        """Rewrite the JSON file with everything recorded so far."""
         from benchmarks.runner import machine
 
         self.record["elapsed_s"] = round(time.perf_counter() - self.started, 1)
@@ -172,6 +175,7 @@ class Check:
         return out
 
     def run_side(self, side: str, specs: list[dict], timeout: float) -> None:
+        """One side over every workload in one process; record each result, failure or cut."""
         if side == "reference":
             ref = self.record["reference"]
             command = [ref["python"], str(processes.PORTABLE / "reference_driver.py")]
@@ -199,6 +203,7 @@ class Check:
         w.update(report.summarize_workload(name, self.args.size, w["sides"], self.clock))
 
     def run_checks(self, dirs: list[str], families: list[str], timeout: float) -> None:
+        """The device path checks in one process; record each check it finished."""
         payload = dict(
             device=self.args.device,
             dtype=self.args.dtype,
@@ -224,6 +229,7 @@ class Check:
 
 
 def main(argv=None) -> int:
+    """Run the check; exit status 0 when every phase finished and everything passed."""
     argv = list(sys.argv[1:] if argv is None else argv)
     sys.stdout.reconfigure(line_buffering=True)  # progress shows up in logs as it happens
     try:
