@@ -4,6 +4,7 @@
     uv run --frozen python -m benchmarks all --repeats 3   # every workload whose family is installed
     uv run --frozen python -m benchmarks list              # workloads and what can run here
     uv run --frozen python -m benchmarks table             # the table of the saved results
+    uv run --frozen python -m benchmarks gpu               # the GPU check (benchmarks/gpu_check)
 
 Results go to ``benchmarks/results/<workload>-<size>-<device>.json`` and a markdown table is
 printed. See benchmarks/README.md for what each number means.
@@ -55,6 +56,11 @@ def _installed(algorithm: str) -> bool:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["gpu"]:
+        from benchmarks.gpu_check.run import main as gpu_main
+
+        return gpu_main(argv[1:])
     args = _parser().parse_args(argv)
     from benchmarks.portable.measure import resolve_device
     from benchmarks.workloads import SIZES, WORKLOADS

@@ -11,7 +11,8 @@ optimizer comlrl's ``build_adamw``; MADPO scores rows with comlrl's packed rows 
 are cheaper (the kernels our trainers call: finished rows leave the decoding batch, a prompt
 shared by K rows is encoded once, AdamW is fused where it can be, sequences are packed), so
 the bound does the same tensor work as our side; those kernels are the only comlrl code used
-here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON line.
+here. Usage: ``python -m benchmarks.bare SPEC.json``; prints one tagged JSON line (one per spec when the
+file holds a list of specs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 
 from benchmarks.portable import tasks
 from benchmarks.portable.measure import emit, environment, resolve_device
-from benchmarks.portable.protocol import timed_training
+from benchmarks.portable.protocol import run_specs, timed_training
+from benchmarks.portable.sources import agent_dirs, critic_dir, load_kwargs
 from comlrl.core.logprobs import (
     completion_logprobs,
     length_sorted_micro_batches,
@@ -91,6 +93,16 @@ def _policy_gradient_step(
     opt.step()
 
 
+def _load_agents(spec: dict) -> list:
+    """Each agent's model (one directory per agent, or the shared one) on the spec's device."""
+    from transformers import AutoModelForCausalLM
+
+    return [
+        AutoModelForCausalLM.from_pretrained(d, **load_kwargs(spec)).to(spec["device"])
+        for d in agent_dirs(spec)
+    ]
+
+
 def _normalized(returns: list[float]) -> list[float]:
     t = torch.tensor(returns)
     t = t - t.mean()
@@ -101,15 +113,12 @@ class BareMAGRPO:
     """The MAGRPO workload as straight-line torch code."""
 
     def __init__(self, spec: dict, epochs: int, num_items: int):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         self.spec, self.epochs, self.env_step = spec, epochs, 0
         self.device = spec["device"]
         self.tok = AutoTokenizer.from_pretrained(spec["model_dir"])
-        self.agents = [
-            AutoModelForCausalLM.from_pretrained(spec["model_dir"]).to(self.device)
-            for _ in range(spec["num_agents"])
-        ]
+        self.agents = _load_agents(spec)
         self.opts = [
             build_adamw(m.parameters(), lr=spec["learning_rate"], weight_decay=0.01)
             for m in self.agents
@@ -171,12 +180,13 @@ class BareMAGRPO:
 class _Critic(torch.nn.Module):
     """A transformer body with a linear value head read at the last token."""
 
-    def __init__(self, model_dir: str):
+    def __init__(self, model_dir: str, kwargs: dict):
         from transformers import AutoModel
 
         super().__init__()
-        self.body = AutoModel.from_pretrained(model_dir)
-        self.head = torch.nn.Linear(self.body.config.hidden_size, 1)
+        self.body = AutoModel.from_pretrained(model_dir, **kwargs)
+        # in the body's dtype, as the trainers' value heads
+        self.head = torch.nn.Linear(self.body.config.hidden_size, 1, dtype=self.body.dtype)
 
     def values(self, tok, texts: list[str], device: str) -> torch.Tensor:
         enc = tok(texts, padding=True, return_tensors="pt")
@@ -204,19 +214,17 @@ class BareActorCritic:
     """
 
     def __init__(self, spec: dict, epochs: int, num_items: int):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         self.spec, self.epochs, self.env_step = spec, epochs, 0
         self.device = spec["device"]
         self.joint = spec["workload"] == "maac"
         self.tok = AutoTokenizer.from_pretrained(spec["model_dir"])
         n = spec["num_agents"]
-        self.agents = [
-            AutoModelForCausalLM.from_pretrained(spec["model_dir"]).to(self.device)
-            for _ in range(n)
-        ]
+        self.agents = _load_agents(spec)
         self.critics = [
-            _Critic(spec["model_dir"]).to(self.device) for _ in range(1 if self.joint else n)
+            _Critic(critic_dir(spec), load_kwargs(spec)).to(self.device)
+            for _ in range(1 if self.joint else n)
         ]
         lr = spec["learning_rate"]
         self.opts = [build_adamw(m.parameters(), lr=lr) for m in self.agents]
@@ -276,15 +284,12 @@ class BareMADPO:
     """
 
     def __init__(self, spec: dict, epochs: int, num_items: int):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         self.spec, self.epochs, self.env_step = spec, epochs, 0
         self.device = spec["device"]
         self.tok = AutoTokenizer.from_pretrained(spec["model_dir"])
-        self.agents = [
-            AutoModelForCausalLM.from_pretrained(spec["model_dir"]).to(self.device)
-            for _ in range(spec["num_agents"])
-        ]
+        self.agents = _load_agents(spec)
         self.opts = [build_adamw(m.parameters(), lr=spec["learning_rate"]) for m in self.agents]
         self.items = tasks.dataset(num_items)
 
@@ -395,18 +400,20 @@ BARE = {"magrpo": BareMAGRPO, "iac": BareActorCritic, "maac": BareActorCritic, "
 
 
 def main() -> None:
+    def run_one(spec: dict) -> dict:
+        spec["device"] = resolve_device(spec["device"])
+        if spec.get("threads"):
+            torch.set_num_threads(spec["threads"])
+        cls = BARE[spec["workload"]]
+        result = timed_training(
+            lambda e, n: cls(spec, e, n), lambda t, m: m.attach_rows(generation), spec
+        )
+        result["side"] = "bare"
+        result["environment"] = environment()
+        return result
+
     with open(sys.argv[1]) as fh:
-        spec = json.load(fh)
-    spec["device"] = resolve_device(spec["device"])
-    if spec.get("threads"):
-        torch.set_num_threads(spec["threads"])
-    cls = BARE[spec["workload"]]
-    result = timed_training(
-        lambda e, n: cls(spec, e, n), lambda t, m: m.attach_rows(generation), spec
-    )
-    result["side"] = "bare"
-    result["environment"] = environment()
-    emit(result)
+        run_specs(json.load(fh), run_one, emit)
 
 
 if __name__ == "__main__":

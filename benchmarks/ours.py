@@ -1,6 +1,7 @@
 """Our side of a benchmark: the same workload through comlrl's own trainers.
 
-Usage: ``python -m benchmarks.ours SPEC.json``; prints one tagged JSON result line.
+Usage: ``python -m benchmarks.ours SPEC.json``; prints one tagged JSON result line (one per
+spec when the file holds a list of specs).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import torch
 
 from benchmarks.portable import tasks
 from benchmarks.portable.measure import emit, environment, resolve_device
-from benchmarks.portable.protocol import timed_training
+from benchmarks.portable.protocol import run_specs, timed_training
+from benchmarks.portable.sources import critic_dir, trainer_sources
 
 
 def magrpo_builder(spec: dict, run_dir: str):
@@ -41,7 +43,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             output_dir=run_dir,
         )
         trainer = MAGRPOTrainer(
-            agent_model=spec["model_dir"],
+            **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
             reward_func=tasks.length_ratio_reward,
@@ -93,8 +95,8 @@ def ac_builder(spec: dict, run_dir: str):
     def build(epochs: int, num_items: int):
         args = Config(num_train_epochs=epochs, **_ac_fields(spec, run_dir, num_items), **extra)
         trainer = Trainer(
-            agent_model=spec["model_dir"],
-            critic_model=spec["model_dir"],
+            **trainer_sources(spec),
+            critic_model=critic_dir(spec),
             reward_func=tasks.length_ratio_reward,
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
@@ -131,7 +133,7 @@ def madpo_builder(spec: dict, run_dir: str):
             output_dir=run_dir,
         )
         trainer = MADPOTrainer(
-            agent_model=spec["model_dir"],
+            **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
             reward_func=tasks.length_ratio_reward,
@@ -150,17 +152,19 @@ BUILDERS = {"magrpo": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "ma
 def main() -> None:
     import comlrl.core.rollout.generation as generation
 
+    def run_one(spec: dict) -> dict:
+        spec["device"] = resolve_device(spec["device"])
+        if spec.get("threads"):
+            torch.set_num_threads(spec["threads"])
+        with tempfile.TemporaryDirectory(prefix="comlrl-bench-") as run_dir:
+            build = BUILDERS[spec["workload"]](spec, run_dir)
+            result = timed_training(build, lambda t, m: m.attach_rows(generation), spec)
+        result["side"] = "ours"
+        result["environment"] = environment()
+        return result
+
     with open(sys.argv[1]) as fh:
-        spec = json.load(fh)
-    spec["device"] = resolve_device(spec["device"])
-    if spec.get("threads"):
-        torch.set_num_threads(spec["threads"])
-    with tempfile.TemporaryDirectory(prefix="comlrl-bench-") as run_dir:
-        build = BUILDERS[spec["workload"]](spec, run_dir)
-        result = timed_training(build, lambda t, m: m.attach_rows(generation), spec)
-    result["side"] = "ours"
-    result["environment"] = environment()
-    emit(result)
+        run_specs(json.load(fh), run_one, emit)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,12 @@ def peak_rss_mib() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
+def reset_peak_memory(device: str) -> None:
+    """Start a new peak-memory window on the GPU (several runs share one process)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
 def memory_report(device: str) -> dict:
     """Peak host memory, plus peak accelerator memory when the run used one."""
     out = {"peak_rss_mib": peak_rss_mib()}

@@ -1,6 +1,7 @@
 """Reference side: drives the published CoMLRL 1.4.3 trainers inside their own venv.
 
-Usage: ``python reference_driver.py SPEC.json``; prints one tagged JSON result line. Only the
+Usage: ``python reference_driver.py SPEC.json``; prints one tagged JSON result line (one per
+spec when the file holds a list of specs). Only the
 public constructor and ``train()`` are used, with the same model directory, prompts, reward,
 transition and seed as our side.
 """
@@ -16,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from portable import tasks  # noqa: E402
 from portable.measure import emit, environment, resolve_device  # noqa: E402
-from portable.protocol import timed_training  # noqa: E402
+from portable.protocol import run_specs, timed_training  # noqa: E402
+from portable.sources import critic_dir, trainer_sources  # noqa: E402
 
 
 def magrpo_builder(spec: dict):
@@ -40,7 +42,7 @@ def magrpo_builder(spec: dict):
             agent_devices=spec["device"],
         )
         trainer = MAGRPOTrainer(
-            agent_model=spec["model_dir"],
+            **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
             reward_func=tasks.length_ratio_reward,
@@ -88,8 +90,8 @@ def ac_builder(spec: dict):
     def build(epochs: int, num_items: int):
         args = Config(num_train_epochs=epochs, **_ac_fields(spec), **extra)
         trainer = Trainer(
-            agent_model=spec["model_dir"],
-            critic_model=spec["model_dir"],
+            **trainer_sources(spec),
+            critic_model=critic_dir(spec),
             reward_func=tasks.length_ratio_reward,
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
@@ -122,7 +124,7 @@ def madpo_builder(spec: dict):
             agent_devices=spec["device"],
         )
         trainer = MADPOTrainer(
-            agent_model=spec["model_dir"],
+            **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
             reward_func=tasks.length_ratio_reward,
@@ -140,25 +142,26 @@ BUILDERS = {"magrpo": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "ma
 
 def main() -> None:
     import torch
-
-    with open(sys.argv[1]) as fh:
-        spec = json.load(fh)
-    spec["device"] = resolve_device(spec["device"])
-    if spec.get("threads"):
-        torch.set_num_threads(spec["threads"])
     from transformers import AutoTokenizer
 
-    eos_id = AutoTokenizer.from_pretrained(spec["model_dir"]).eos_token_id
-    build = BUILDERS[spec["workload"]](spec)
+    def run_one(spec: dict) -> dict:
+        spec["device"] = resolve_device(spec["device"])
+        if spec.get("threads"):
+            torch.set_num_threads(spec["threads"])
+        eos_id = AutoTokenizer.from_pretrained(spec["model_dir"]).eos_token_id
+        build = BUILDERS[spec["workload"]](spec)
 
-    def install(trainer, meter) -> None:
-        for model in trainer.agents:
-            meter.attach(model, eos_id)
+        def install(trainer, meter) -> None:
+            for model in trainer.agents:
+                meter.attach(model, eos_id)
 
-    result = timed_training(build, install, spec)
-    result["side"] = "reference"
-    result["environment"] = environment()
-    emit(result)
+        result = timed_training(build, install, spec)
+        result["side"] = "reference"
+        result["environment"] = environment()
+        return result
+
+    with open(sys.argv[1]) as fh:
+        run_specs(json.load(fh), run_one, emit)
 
 
 if __name__ == "__main__":
