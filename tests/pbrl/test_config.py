@@ -101,6 +101,7 @@ COMMON = dict(
             st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
         ),
         simple("preference_loss", st.just("sigmoid"), st.sampled_from(["ipo", "", 3])),
+        simple("item_seeded_sampling", st.booleans(), bad_bool),
         simple(
             "distributed_mode",
             st.sampled_from(["auto", "single", "ddp", "DDP"]),

@@ -19,7 +19,6 @@ from comlrl.core.config.knobs import (
     CRITIC_TYPE,
     CRITIC_TYPES,
     CRITIC_VALUE_HEAD_HIDDEN_DIM,
-    ITEM_SEEDED_SAMPLING,
     NUM_GENERATIONS,
     USE_SEPARATE_CRITIC,
     VALUE_CLIP_RANGE,
@@ -48,7 +47,6 @@ class ActorCriticConfig(CommonConfig):
     value_loss_coef: float = VALUE_LOSS_COEF(0.6)
     value_clip_range: float | None = VALUE_CLIP_RANGE(0.2)
     critic_value_head_hidden_dim: int | None = CRITIC_VALUE_HEAD_HIDDEN_DIM(None)
-    item_seeded_sampling: bool = ITEM_SEEDED_SAMPLING(False)
 
     _family = "Actor-critic"
 

@@ -89,9 +89,17 @@ def _load(kind: str) -> dict[str, Callable]:
     return _REGISTRIES[kind]
 
 
-def available(kind: str) -> tuple[str, ...]:
-    """The registered names of ``kind`` ("advantage", "policy_loss" or "preference_loss")."""
-    return tuple(sorted(_load(kind)))
+def available(kind: str, *, builtin: bool = False) -> tuple[str, ...]:
+    """The registered names of ``kind`` ("advantage", "policy_loss" or "preference_loss");
+    ``builtin``: only those the comlrl packages themselves register."""
+    registry = _load(kind)
+    return tuple(
+        sorted(
+            name
+            for name, fn in registry.items()
+            if not builtin or fn.__module__.startswith("comlrl.")
+        )
+    )
 
 
 def get(kind: str, name: str, field: str) -> Callable:

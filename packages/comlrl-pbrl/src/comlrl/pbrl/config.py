@@ -12,9 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from comlrl.core import algos
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import Boolean, Choice, Custom, Integer, Noted, Text, knob, retune
+from comlrl.core.config.fields import (
+    Boolean,
+    Choice,
+    Custom,
+    Integer,
+    Noted,
+    Registered,
+    Text,
+    knob,
+    retune,
+)
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     CRITIC_DEVICES,
@@ -31,11 +40,6 @@ from comlrl.core.config.knobs import (
 from comlrl.core.devices import validate_device_spec
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES
-
-
-def _advantage_modes(cls) -> tuple[str, ...]:
-    return algos.available("advantage")
-
 
 COLLABORATION_MODES = ("decentralized", "centralized")
 COLLABORATION_ALIASES = {
@@ -98,13 +102,13 @@ class MADPOConfig(CommonConfig):
     )
     joint_mode: str = JOINT_MODE("aligned", check=Choice(("aligned",), JOINT_MODE_ALIASES))
     advantage_mode: str | None = ADVANTAGE_MODE(
-        "mean", check=Choice(_advantage_modes, optional=True)
+        "mean", check=Registered("advantage", optional=True)
     )
     preference_loss: str = knob(
         "sigmoid",
         help="The registered preference loss (comlrl.core.algos.register_preference_loss): "
         "`sigmoid` is DPO's `-log sigmoid(beta * margin)` on the joint margin.",
-        check=Choice(lambda cls: algos.available("preference_loss")),
+        check=Registered("preference_loss"),
     )
     preference_num_candidates: int = knob(
         80,
@@ -201,7 +205,7 @@ class MARLHFConfig(MADPOConfig):
     """
 
     advantage_mode: str | None = retune(
-        None, check=Noted(Choice(_advantage_modes, optional=True), "None follows `rl_algorithm`")
+        None, check=Noted(Registered("advantage", optional=True), "None follows `rl_algorithm`")
     )
     rl_algorithm: str = knob(
         "magrpo",

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from comlrl.core import algos
 from comlrl.core.config.base import CommonConfig
-from comlrl.core.config.fields import Choice, Integer, knob
+from comlrl.core.config.fields import Choice, Integer, Registered, knob
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
-    ITEM_SEEDED_SAMPLING,
     JOINT_MODE,
     NUM_GENERATIONS,
 )
@@ -32,14 +30,12 @@ class MAGRPOConfig(CommonConfig):
     num_generations: int = NUM_GENERATIONS(4, check=Integer(2))
     joint_mode: str = JOINT_MODE("aligned")
     # Choices of registered math come from the registry (built-in and third-party functions).
-    advantage_mode: str = ADVANTAGE_MODE(
-        "mean", check=Choice(lambda cls: algos.available("advantage"))
-    )
+    advantage_mode: str = ADVANTAGE_MODE("mean", check=Registered("advantage"))
     policy_loss: str = knob(
         "reinforce",
         help="The registered policy loss (comlrl.core.algos.register_policy_loss): `reinforce` "
         "weights each completion's log-probability by its advantage.",
-        check=Choice(lambda cls: algos.available("policy_loss")),
+        check=Registered("policy_loss"),
     )
     advantage_normalization_scope: str = knob(
         "group",
@@ -60,7 +56,6 @@ class MAGRPOConfig(CommonConfig):
         "None change nothing.",
         check=Choice(VARIANTS, VARIANT_ALIASES, optional=True),
     )
-    item_seeded_sampling: bool = ITEM_SEEDED_SAMPLING(False)
 
     def _check_relations(self) -> None:
         super()._check_relations()

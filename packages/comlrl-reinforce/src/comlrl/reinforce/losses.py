@@ -43,3 +43,12 @@ def row_weights(
 def as_tensor(values: Sequence[float], device) -> torch.Tensor:
     """``values`` as a float32 tensor on ``device`` (the dtype the losses accumulate in)."""
     return torch.tensor(list(values), dtype=torch.float32, device=device)
+
+
+def padded_rows(rows: Sequence[Sequence[float]], width: int, device) -> torch.Tensor:
+    """Per-token values of each row, left-aligned and zero-padded to ``width`` columns (the
+    layout of :class:`~comlrl.core.logprobs.TokenLogprobs`)."""
+    out = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
+    for r, values in enumerate(rows):
+        out[r, : len(values)] = torch.tensor(list(values)[:width], dtype=torch.float32)
+    return out

@@ -15,14 +15,14 @@ from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logprobs import score_parts
+from comlrl.core.logprobs import score, score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import batch_normalize, group_advantages
 from comlrl.reinforce.config import MAGRPOConfig
-from comlrl.reinforce.losses import as_tensor, row_weights
+from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
 
 
 @dataclass
@@ -38,6 +38,8 @@ class NodeSample:
     node_mean_return: float
     node_env_step: int
     reference_kls: list[float] = field(default_factory=list)
+    # Per-token log-probs of each completion at rollout, for losses that form ratios.
+    old_logps: list[list[float]] = field(default_factory=list)
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for checkpoints."""
@@ -89,6 +91,8 @@ class MAGRPOTrainer(TrainerBase):
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
         if self.reference_models:
             self._attach_reference_kl(per_agent)
+        if self.policy_loss.needs_old_logps:
+            self._attach_old_logps(per_agent)
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
         return Batch(
             [
@@ -125,6 +129,28 @@ class MAGRPOTrainer(TrainerBase):
                 s.reference_kls = kls[pos : pos + len(s.completion_ids)]
                 pos += len(s.completion_ids)
 
+    def _attach_old_logps(self, per_agent: list[list[NodeSample]]) -> None:
+        for i, samples in enumerate(per_agent):
+            prompts = [s.prompt_ids for s in samples for _ in s.completion_ids]
+            comps = [c for s in samples for c in s.completion_ids]
+            lp = score(
+                self.agents[i],
+                prompts,
+                comps,
+                pad_id=self.tokenizers[i].pad_token_id,
+                max_tokens=self.args.logprob_max_tokens,
+            )
+            rows = [v[: len(c)] for v, c in zip(lp.values.tolist(), comps)]
+            pos = 0
+            for s in samples:
+                s.old_logps = rows[pos : pos + len(s.completion_ids)]
+                pos += len(s.completion_ids)
+
+    @property
+    def policy_loss(self):
+        """The registered policy loss that ``args.policy_loss`` names."""
+        return algos.get("policy_loss", self.args.policy_loss, "policy_loss")
+
     # ------------------------------------------------------------------ update
     def update(self, experience: Experience) -> dict[str, float]:
         """Update every agent from its share of a full buffer (concurrently in mp mode)."""
@@ -140,7 +166,7 @@ class MAGRPOTrainer(TrainerBase):
         a = self.args
         model, opt = self.agents[agent], self.optimizers[agent]
         model.train()
-        losses, norms = [], []
+        losses, norms, extra = [], [], {}
         rng = random.Random(seed)
         by_turn: dict[int, list[NodeSample]] = {}
         for s in samples:
@@ -150,13 +176,16 @@ class MAGRPOTrainer(TrainerBase):
             rng.shuffle(group)
             for start in range(0, len(group), a.train_batch_size):
                 batch = group[start : start + a.train_batch_size]
-                loss, norm = self._step(agent, model, opt, batch)
+                loss, norm, metrics = self._step(agent, model, opt, batch)
                 if loss is not None:
                     losses.append(loss)
                     norms.append(norm)
+                    for key, value in metrics.items():
+                        extra.setdefault(key, []).append(value)
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),
             "grad_norm": float(np.mean(norms)) if norms else float("nan"),
+            **{key: float(np.mean(values)) for key, values in extra.items()},
         }
 
     def advantages_for(self, batch: Sequence[NodeSample]) -> list[torch.Tensor]:
@@ -183,18 +212,20 @@ class MAGRPOTrainer(TrainerBase):
         micro-batch, gradients accumulated)."""
         a = self.args
         advs = self.advantages_for(batch)
-        prompts, comps, adv_rows, sizes = [], [], [], []
+        prompts, comps, adv_rows, sizes, olds = [], [], [], [], []
         for s, adv in zip(batch, advs):
-            for c, av in zip(s.completion_ids, adv.tolist()):
+            for j, (c, av) in enumerate(zip(s.completion_ids, adv.tolist())):
                 prompts.append(s.prompt_ids)
                 comps.append(c)
                 adv_rows.append(av)
                 sizes.append(len(s.completion_ids))
+                olds.append(s.old_logps[j] if s.old_logps else None)
         lengths = [len(c) for c in comps]
         weights = row_weights(
             lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
         )
-        policy_loss = algos.get("policy_loss", a.policy_loss, "policy_loss")
+        policy_loss = self.policy_loss
+        found: dict[str, list[float]] = {}
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -209,19 +240,24 @@ class MAGRPOTrainer(TrainerBase):
         )
         for idx, lp in parts:
             device = lp.values.device
-            loss, _ = policy_loss(
+            old = None
+            if policy_loss.needs_old_logps:
+                old = padded_rows([olds[i] for i in idx], lp.values.shape[1], device)
+            loss, metrics = policy_loss(
                 lp,
-                None,
+                old,
                 as_tensor([adv_rows[i] for i in idx], device),
                 as_tensor([weights[i] for i in idx], device),
                 a,
             )
             if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
-                return None, None
+                return None, None, {}
             loss.backward()
             total += loss.item()
+            for key, value in metrics.items():
+                found.setdefault(key, []).append(value)
         norm = apply_step(self, model.parameters(), opt, agent=agent)
-        return total, norm
+        return total, norm, {key: float(np.mean(v)) for key, v in found.items()}
 
     # ------------------------------------------------------------------ metrics
     def _metrics(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> dict:
@@ -244,6 +280,5 @@ class MAGRPOTrainer(TrainerBase):
                         np.mean(kls)
                     )
         for i, st in enumerate(stats):
-            metrics[f"agent_{i}/loss"] = st["loss"]
-            metrics[f"agent_{i}/grad_norm"] = st["grad_norm"]
+            metrics.update({f"agent_{i}/{key}": value for key, value in st.items()})
         return metrics

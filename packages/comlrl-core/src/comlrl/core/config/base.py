@@ -29,6 +29,7 @@ from comlrl.core.config.fields import (
     help_of,
     knob,
 )
+from comlrl.core.config.knobs import ITEM_SEEDED_SAMPLING
 from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.logging.sink import check_report_to
@@ -211,6 +212,7 @@ class CommonConfig:
         check=Choice(lambda cls: cls.distributed_modes),
     )
 
+    item_seeded_sampling: bool = ITEM_SEEDED_SAMPLING(False)
     report_to: Any = knob(
         None,
         help="Metric sinks besides `metrics.jsonl` (always written): `wandb`, `tensorboard` "

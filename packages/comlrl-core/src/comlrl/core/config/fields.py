@@ -194,6 +194,23 @@ class Choice(Check):
         return f"None, {text}" if self.optional else text
 
 
+class Registered(Choice):
+    """One of the functions registered in :mod:`comlrl.core.algos` under ``kind``; the docs
+    list the built-in ones (a process may register more)."""
+
+    def __init__(self, kind: str, *, optional: bool = False):
+        from comlrl.core import algos
+
+        super().__init__(lambda cls: algos.available(kind), optional=optional)
+        self.kind = kind
+
+    def describe(self, cls):
+        from comlrl.core import algos
+
+        text = ", ".join(algos.available(self.kind, builtin=True)) + ", or a registered name"
+        return f"None, {text}" if self.optional else text
+
+
 class Text(Check):
     """A string (``nonempty``: not empty) or, with ``optional``, None."""
 

@@ -39,6 +39,14 @@ BUILT_IN = ("jsonl", "wandb")
 _FACTORIES: dict[str, Callable[..., Sink]] = {"tensorboard": _tensorboard}
 
 
+def register_sink(name: str, factory: Callable[..., Sink]) -> None:
+    """Make ``factory(run_dir, run_config, options) -> Sink`` available as ``report_to: [name]``
+    in this process (a package registers through the entry-point group instead)."""
+    if name in BUILT_IN:
+        raise ValueError(f"{name!r} is a built-in sink; choose another name.")
+    _FACTORIES[name] = factory
+
+
 def sink_factories() -> dict[str, Callable[..., Sink]]:
     """Every factory-built sink by name: the built-in ones and the entry points'."""
     found = dict(_FACTORIES)

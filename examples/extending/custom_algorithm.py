@@ -1,0 +1,128 @@
+"""Add an algorithm: a config and a trainer that implements ``collect`` and ``update``.
+
+The core runs the training walk (epochs, item batches, the rollout buffer, evaluation, logging
+cadence, checkpoints, signals); a family supplies only its math. This one is best-of-K
+imitation (rejection-sampling fine-tuning): every agent samples K answers per prompt, the joint
+answer with the highest shared reward is kept, and each agent maximizes the mean token
+log-probability of its part of it. To make it available to ``comlrl train --algo best_of_k``,
+register the trainer in a package's ``pyproject.toml``::
+
+    [project.entry-points."comlrl.algorithms"]
+    best_of_k = "my_package.best_of_k:BestOfKTrainer"
+
+Run:  uv run --frozen python examples/extending/custom_algorithm.py
+"""
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from comlrl.core.buffer import Batch, Record
+from comlrl.core.config.base import CommonConfig
+from comlrl.core.config.fields import Integer
+from comlrl.core.config.knobs import NUM_GENERATIONS
+from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
+from comlrl.core.logprobs import score
+from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.trainer import TrainerBase
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@dataclass
+class BestOfKConfig(CommonConfig):
+    """The shared settings plus K, the samples per agent and prompt."""
+
+    num_generations: int = NUM_GENERATIONS(4, check=Integer(2))
+
+
+@dataclass
+class Pick:
+    """One agent's part of the best joint answer at a node (buffered until an update)."""
+
+    prompt_ids: list
+    completion_ids: list
+    reward: float
+
+    def to_state(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Pick":
+        return cls(**state)
+
+
+class BestOfKTrainer(TrainerBase):
+    """Best-of-K imitation for cooperating agents."""
+
+    algorithm_name = "BestOfK"
+    default_config_cls = BestOfKConfig
+    __init__ = compat_constructor(signature_of(MAGRPO_STYLE))
+
+    def setup(self, inputs) -> None:
+        super().setup(inputs)
+        a = self.args
+        self.optimizers = [
+            build_adamw(m.parameters(), lr=a.agent_learning_rate) for m in self.agents
+        ]
+        self.use_buffer(a.rollout_buffer_size, Pick)
+
+    def items_per_batch(self) -> int:
+        return self.args.rollout_buffer_size
+
+    def collect(self, unit) -> Batch:
+        _, nodes = self.rollout_unit(unit)
+        records = []
+        for node in nodes:
+            best = int(np.argmax(node.rewards))
+            picks = [
+                [
+                    Pick(
+                        list(node.samples[i].prompt_ids),
+                        list(node.samples[i].completion_ids[node.joint_actions[best][i]]),
+                        float(node.rewards[best]),
+                    )
+                ]
+                for i in range(self.num_agents)
+            ]
+            records.append(Record(picks, node.env_step))
+        return Batch(records)
+
+    def update(self, experience) -> dict:
+        metrics = {"best_reward_mean": float(np.mean([p.reward for p in experience.samples[0]]))}
+        for i, picks in enumerate(experience.samples):
+            model, opt = self.agents[i], self.optimizers[i]
+            model.train()
+            opt.zero_grad(set_to_none=True)
+            lp = score(
+                model,
+                [p.prompt_ids for p in picks],
+                [p.completion_ids for p in picks],
+                pad_id=self.tokenizers[i].pad_token_id,
+                grad=True,
+            )
+            loss = -(lp.sequence_sum() / lp.lengths().clamp(min=1)).mean()
+            if not loss_is_usable(self, loss, f"BestOfK loss of agent {i}", [opt]):
+                continue
+            loss.backward()
+            metrics[f"agent_{i}/loss"] = loss.item()
+            metrics[f"agent_{i}/grad_norm"] = apply_step(self, model.parameters(), opt, agent=i)
+        return metrics
+
+
+def main(argv=None):
+    from _common import tiny_run
+
+    parser = argparse.ArgumentParser(description="Best-of-K imitation on the length-ratio task.")
+    parser.add_argument("--out", default="runs/custom_algorithm")
+    args = parser.parse_args(argv)
+    trainer = tiny_run(BestOfKTrainer, BestOfKConfig, args.out)
+    trainer.train()
+    return trainer
+
+
+if __name__ == "__main__":
+    main()
