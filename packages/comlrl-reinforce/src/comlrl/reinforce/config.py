@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.validation import (
     check_bool,
     check_int,
@@ -93,6 +94,9 @@ class MAGRPOConfig:
         check_optional_int("top_k", self.top_k, 0)
         check_int("num_turns", self.num_turns, 1)
         check_number("discount", self.discount, 0.0, 1.0)
+        note_discount_applies(
+            self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
+        )
         self.joint_mode = normalize_choice(
             "joint_mode", self.joint_mode, JOINT_MODES, JOINT_MODE_ALIASES
         )
