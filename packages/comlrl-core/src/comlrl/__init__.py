@@ -10,9 +10,10 @@ CoMLRL 1.4.3), else that of comlrl-core.
 """
 
 from importlib.metadata import PackageNotFoundError, version
-from pkgutil import extend_path
 
-__path__ = extend_path(__path__, __name__)
+# Written in the canonical one-line form, which source-reading tools (griffe, for the API page)
+# recognise as a pkgutil-style namespace.
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 
 def _installed_version() -> str:
