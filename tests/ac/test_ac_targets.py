@@ -118,7 +118,8 @@ def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
         assert second.value_target == pytest.approx(REWARDS[1])
         assert first.advantage == pytest.approx(REWARDS[0] + GAMMA * expected_v[1] - expected_v[0])
         assert second.advantage == pytest.approx(REWARDS[1] - expected_v[1])
-        assert first.returns == pytest.approx(REWARDS[0] + GAMMA * REWARDS[1])
+        # returns are logged undiscounted (expected_return, as in 1.4.3); targets discount
+        assert first.returns == pytest.approx(REWARDS[0] + REWARDS[1])
         assert second.returns == pytest.approx(REWARDS[1])
         assert first.metadata["value_target"] == first.value_target
     # agent 0 by hand: 0.5 + 0.9*0.7 = 1.13, A = 0.83; turn 2: 1.0, A = 0.3
@@ -156,7 +157,7 @@ def test_reference_kl_shapes_the_targets(tmp_path, monkeypatch):
     assert first.reward == 0.5 and first.reference_kl == 2.0
     assert first.value_target == pytest.approx(0.5 - 0.2 + GAMMA * 0.7)
     assert second.value_target == pytest.approx(1.0 - 0.2)
-    assert first.returns == pytest.approx(0.3 + GAMMA * 0.8)
+    assert first.returns == pytest.approx(0.3 + 0.8)  # undiscounted, as logged
     assert first.metadata["reference_kl_penalty"] == pytest.approx(0.2)
 
 

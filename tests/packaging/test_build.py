@@ -1,13 +1,18 @@
-"""Each member builds alone, and core + reinforce wheels alone train a tiny MAGRPO run."""
+"""Each package builds alone (sdist, and the wheel from it), the artifacts hold what they should,
+and core + reinforce wheels alone train a tiny MAGRPO run."""
 
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["comlrl-core", "comlrl-reinforce", "comlrl-ac", "comlrl-pbrl", "comlrl-tasks", "comlrl"]
@@ -31,7 +36,9 @@ def wheels(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     for name in PACKAGES:
         proc = subprocess.run(
-            [_uv(), "build", "--package", name, "--wheel", "--out-dir", str(out)],
+            # Without --wheel, uv builds the sdist and then the wheel from the unpacked sdist,
+            # so a wheel here also proves the sdist is complete.
+            [_uv(), "build", "--package", name, "--out-dir", str(out)],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -49,8 +56,70 @@ def test_each_member_builds_alone(wheels):
         assert any(b.startswith(prefix) for b in built), (name, built)
 
 
+def _artifact(wheels, name, suffix):
+    return next(wheels.glob(f"{name.replace('-', '_')}-*{suffix}"))
+
+
+def _metadata(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        path = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        return Parser().parsestr(zf.read(path).decode())
+
+
+def _wheel_files(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        return {n for n in zf.namelist() if ".dist-info/" not in n}
+
+
+# Files every sdist may carry besides its sources (hatch always adds the VCS ignore file).
+SDIST_EXTRAS = {"pyproject.toml", "PKG-INFO", "README.md", "CHANGELOG.md", "LICENSE", ".gitignore"}
+
+
+def test_sdists_hold_only_their_own_files(wheels):
+    for name in PACKAGES:
+        with tarfile.open(_artifact(wheels, name, ".tar.gz")) as tf:
+            files = [m.name.split("/", 1)[1] for m in tf.getmembers() if m.isfile()]
+        sources = {f.removeprefix("src/") for f in files if f not in SDIST_EXTRAS}
+        # The sources are exactly what the wheel installs: no tests, lock or other members.
+        assert sources == _wheel_files(_artifact(wheels, name, ".whl")), name
+        assert not any(f.startswith(("packages/", "tests/", "benchmarks/")) for f in files), name
+        assert "uv.lock" not in files, name
+
+
+def test_only_core_installs_the_namespace_init(wheels):
+    for name in PACKAGES:
+        has_init = "comlrl/__init__.py" in _wheel_files(_artifact(wheels, name, ".whl"))
+        assert has_init == (name == "comlrl-core"), name
+
+
+def test_meta_package_brings_wandb_and_members_keep_it_optional(wheels):
+    def requires(name):
+        return [
+            Requirement(r)
+            for r in _metadata(_artifact(wheels, name, ".whl")).get_all("Requires-Dist", [])
+        ]
+
+    meta = [r for r in requires("comlrl") if r.marker is None]
+    assert any(r.name == "comlrl-core" and "wandb" in r.extras for r in meta), meta
+    assert {r.name for r in meta} >= set(PACKAGES[:-1])
+    for name in PACKAGES[:-1]:
+        for req in requires(name):
+            if req.name == "wandb" or "wandb" in req.extras:
+                assert req.marker is not None and "extra" in str(req.marker), (name, req)
+
+
+def test_every_artifact_has_a_release_version(wheels):
+    from packaging.version import Version
+
+    for name in PACKAGES:
+        version = Version(_metadata(_artifact(wheels, name, ".whl"))["Version"])
+        assert not (version.is_prerelease or version.is_devrelease), (name, version)
+
+
 SCRIPT = textwrap.dedent("""
-    import importlib.util, sys
+    import importlib.metadata, importlib.util, sys
+    import comlrl
+    assert comlrl.__version__ == importlib.metadata.version("comlrl-core"), comlrl.__version__
     import comlrl.reinforce, comlrl.trainers.reinforce
     from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
     assert importlib.util.find_spec("comlrl.ac") is None

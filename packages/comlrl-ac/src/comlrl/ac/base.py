@@ -189,7 +189,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
         ]
         if self.reference_models and with_kl:
             self._attach_reference_kl(samples)
-        gamma = self.args.discount
+        # Undiscounted, as 1.4.3 and evaluation report expected_return; the TD targets discount.
         for i in range(self.num_agents):
             for j in range(len(nodes) - 1, -1, -1):
                 for k, s in enumerate(samples[i][j]):
@@ -197,7 +197,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
                     later = 0.0
                     if child is not None:
                         later = float(np.mean([c.returns for c in samples[i][index[id(child)]]]))
-                    s.returns = s.shaped_reward + gamma * later
+                    s.returns = s.shaped_reward + later
         return samples
 
     @staticmethod

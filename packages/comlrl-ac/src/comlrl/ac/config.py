@@ -100,11 +100,9 @@ class IACConfig(ActorCriticConfig):
 
     def _check_critic_devices(self) -> None:
         if not self.use_separate_critic:
-            if self.critic_devices is not None:
-                raise ValueError(
-                    "critic_devices: with use_separate_critic=False each value head lives on its "
-                    "actor's device; remove critic_devices or use separate critics."
-                )
+            # Value heads live on their actors' devices; the trainer checks that critic_devices
+            # (accepted as in 1.4.3) names those devices once the agents are placed.
+            validate_device_spec(self.critic_devices, "critic_devices", self.num_agents)
             return
         if self.parallel_training == "mp" and self.critic_devices is None:
             raise ValueError(

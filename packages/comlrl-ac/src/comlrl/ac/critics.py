@@ -82,6 +82,21 @@ class CriticSetup:
                 )
         return [shared] * count
 
+    def _check_head_devices(self) -> None:
+        """With value heads on the actors, ``critic_devices`` may only repeat the actors' own
+        devices (1.4.3 configs name them, e.g. ``"cpu"``); any other device is a conflict."""
+        a = self.args
+        if a.critic_devices is None:
+            return
+        asked = resolve_devices(a.critic_devices, self.num_agents, "critic_devices")
+        for i, (want, have) in enumerate(zip(asked, self.agent_devices)):
+            if not _same_device(want, have):
+                raise ValueError(
+                    f"critic_devices {a.critic_devices!r}: with use_separate_critic=False agent "
+                    f"{i}'s value head lives on its actor's device ({have}), not {want}; remove "
+                    "critic_devices, name the actors' devices, or set use_separate_critic=True."
+                )
+
     def _check_critic_vocab(self, backbone, tokenizer, label: str) -> None:
         """A critic reads its agent's token ids, so its embedding table must cover them."""
         rows = backbone.get_input_embeddings().weight.shape[0]
@@ -124,3 +139,15 @@ class CriticSetup:
                     f"different values ({from_config} vs {from_model_config}); set it once."
                 )
         return from_config if from_config is not None else from_model_config
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` and ``cuda:0`` name the same device when the current device is 0."""
+    if a.type != b.type:
+        return False
+    if a.index == b.index or a.type == "cpu":
+        return True
+    current = torch.cuda.current_device() if a.type == "cuda" and torch.cuda.is_available() else 0
+    return (a.index if a.index is not None else current) == (
+        b.index if b.index is not None else current
+    )

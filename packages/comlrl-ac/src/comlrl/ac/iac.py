@@ -101,6 +101,7 @@ class IACTrainer(ActorCriticTrainerBase):
         :meth:`save_model` restores its head. The head trains with the actor's optimizer, at
         ``critic_learning_rate``."""
         a = self.args
+        self._check_head_devices()
         for i, (agent, src) in enumerate(zip(self.agents, self.sources)):
             saved = None
             if isinstance(src, (str, os.PathLike)) and os.path.isdir(os.fspath(src)):

@@ -15,8 +15,8 @@ _TRANSIENT_METADATA = ("batch_item",)
 class RolloutSample:
     """One agent's completion at one turn of one episode, with its critic bookkeeping.
 
-    ``reward`` is the environment's joint reward; ``returns`` the reward-to-go after KL shaping
-    (``γ``-discounted, so with the default ``discount=1`` the reference's undiscounted sum);
+    ``reward`` is the environment's joint reward; ``returns`` the undiscounted reward-to-go
+    after KL shaping (logged as ``expected_return``; ``discount`` enters only the TD target);
     ``old_value`` the critic's estimate at rollout; ``value_target`` the TD(0) target
     ``r + γ·V(h')`` (``r`` at the last turn); ``advantage`` is ``value_target - old_value``
     before normalization. Eval samples carry None in the critic fields.

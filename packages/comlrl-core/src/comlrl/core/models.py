@@ -252,8 +252,11 @@ def load_causal_lm(source: str, model_config: dict | None = None, field: str = "
     :func:`check_model_source`; ``field`` names the argument in its errors)."""
     from transformers import AutoModelForCausalLM
 
+    from comlrl.core.quiet import quiet_hub_progress
+
     check_model_source(source, field)
-    return AutoModelForCausalLM.from_pretrained(str(source), **model_load_kwargs(model_config))
+    with quiet_hub_progress():
+        return AutoModelForCausalLM.from_pretrained(str(source), **model_load_kwargs(model_config))
 
 
 def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> list:

@@ -152,8 +152,8 @@ class Reporting:
         return self._last_reward_mean
 
     def update_progress(self, bar) -> None:
-        """Show the latest training reward on the bar."""
+        """Show the latest training reward on the bar, under the family's ``progress_metric``."""
         if self._last_reward_mean is not None:
-            bar.set_postfix(
-                reward=f"{self._last_reward_mean:.3f}", env_step=self.env_step, refresh=False
-            )
+            label = getattr(self, "progress_metric", "reward")
+            postfix = {label: f"{self._last_reward_mean:.3f}", "env_step": self.env_step}
+            bar.set_postfix(postfix, refresh=False)

@@ -25,9 +25,11 @@ from comlrl.core.distributed import (
 from comlrl.core.gradients import GradientSync
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
+from comlrl.core.logging.wandb_sink import require_wandb
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
 from comlrl.core.models import place_agents
 from comlrl.core.placement import plan_workers, resolve_agents
+from comlrl.core.quiet import quietly
 from comlrl.core.reporting import Reporting
 from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller
@@ -51,6 +53,8 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
     inputs_cls: type = TrainerInputs
     # The timing/<phase> keys of the training records (a family with more phases extends it).
     timing_phases: tuple[str, ...] = DEFAULT_PHASES
+    # The name under which the progress bar shows ``_last_reward_mean``.
+    progress_metric = "reward"
     # A single process until setup joins the launcher's process group.
     dist: DistributedContext = local_context()
     sharded = None
@@ -63,7 +67,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("save_model")
         if own is not None and not getattr(own, "_main_process_only", False):
-            cls.save_model = main_process_only(own)
+            cls.save_model = main_process_only(quietly(own))
 
     @classmethod
     def from_inputs(cls, inputs: TrainerInputs):
@@ -101,6 +105,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.model_config = dict(inputs.model_config or {})
         for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
             setattr(self, name, getattr(inputs, name))
+        require_wandb(inputs.wandb_config)
         self.eval_logger, self.eval_aggregator = inputs.eval_logger, inputs.eval_aggregator
         self.dataset_type = inputs.dataset_type
         sections = (inputs.wandb_config or {}).get("config_sections") or {}
@@ -280,6 +285,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         return evaluation.evaluate_items(self, items)[0]
 
     @main_process_only
+    @quietly
     def save_model(self, output_dir: str) -> None:
         """Write ``output_dir/agent_{i}/`` (model and tokenizer) for every agent (rank 0 writes;
         in multi-process training every rank calls this and returns once the files exist)."""

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from comlrl.core.logprobs import TokenLogprobs, padded_forward
+from comlrl.core.quiet import quiet_hub_progress
 from comlrl.core.rollout.generation import left_pad
 
 VALUE_HEAD_FILE = "value_head.pt"
@@ -159,7 +160,8 @@ def save_value_model(model: ValueModel, directory: str | os.PathLike) -> None:
     ``save_pretrained`` assume a Hugging Face model whose state-dict keys ``from_pretrained``
     can read, which a body-plus-head module's keys are not.
     """
-    model.backbone.save_pretrained(directory)
+    with quiet_hub_progress():
+        model.backbone.save_pretrained(directory)
     save_value_head(model.value_head, directory)
 
 
@@ -246,7 +248,10 @@ def load_value_model(
         from comlrl.core.models import check_model_source, model_load_kwargs
 
         check_model_source(source, "critic")
-        backbone = AutoModel.from_pretrained(os.fspath(source), **model_load_kwargs(model_config))
+        with quiet_hub_progress():
+            backbone = AutoModel.from_pretrained(
+                os.fspath(source), **model_load_kwargs(model_config)
+            )
         if os.path.isdir(os.fspath(source)):
             saved = load_value_head_state(source)
     elif isinstance(source, nn.Module):

@@ -205,6 +205,7 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
     algorithm_name = "MADPO"
     default_config_cls = MADPOConfig
     checkpoint_kind = "madpo"
+    progress_metric = "dpo_accuracy"  # the bar shows the DPO accuracy, not a reward
 
     def setup(self, inputs) -> None:
         """The preference base's set-up, then the DPO optimizers."""

@@ -105,6 +105,8 @@ class RLHFMixin:
 
     def _validate_rlhf_inputs(self, args, *, agent_model, agents, critic_model, critics) -> None:
         """Everything that can fail before loading: the RL algorithm, model sources, devices."""
+        if agent_model is None and not agents:
+            raise ValueError("Either agent_model or agents must be provided.")
         self.rl_trainer_cls = resolve_rl_algorithm(args.rl_algorithm)
         if getattr(self.rl_trainer_cls, "default_config_cls", None) is None:
             raise ValueError(f"rl_algorithm={args.rl_algorithm!r} declares no default_config_cls.")

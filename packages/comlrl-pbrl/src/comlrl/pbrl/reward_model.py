@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from comlrl.core.models import model_load_kwargs
+from comlrl.core.quiet import quiet_hub_progress
 
 JOINT_HEADER = "Joint multi-agent response"
 
@@ -55,7 +56,9 @@ class JointRewardModel(torch.nn.Module):
     """A scalar score for a joint multi-agent response.
 
     Args:
-        backbone: a transformer returning ``last_hidden_state`` (no LM head).
+        backbone: a transformer returning ``last_hidden_state``, or a causal LM (such as a GPT-2
+            LM-head model, as CoMLRL 1.4.3 took): its base transformer then scores, so the
+            hidden states are read without computing vocabulary logits.
         freeze_backbone: train the head only.
         seed: seed of the head's initialization (None: the global random stream).
     """
@@ -92,7 +95,8 @@ class JointRewardModel(torch.nn.Module):
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             from transformers import AutoModel
 
-            backbone = AutoModel.from_pretrained(str(source), **model_load_kwargs(model_config))
+            with quiet_hub_progress():
+                backbone = AutoModel.from_pretrained(str(source), **model_load_kwargs(model_config))
         else:
             backbone = copy.deepcopy(backbone_of(source))
         return cls(backbone, freeze_backbone=freeze_backbone, seed=seed)
@@ -105,7 +109,7 @@ class JointRewardModel(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """One score per row, read at the last position whose attention mask is 1."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        hidden = self.backbone(
+        hidden = backbone_of(self.backbone)(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=positions,

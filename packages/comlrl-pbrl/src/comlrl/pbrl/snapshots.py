@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.quiet import quiet_hub_progress
 
 INITIAL = "initial"
 
@@ -29,7 +30,8 @@ def save_policy(directory: str, name: str, agents: Sequence[Any], tokenizers: Se
     shutil.rmtree(staging, ignore_errors=True)
     for i, (model, tok) in enumerate(zip(agents, tokenizers)):
         path = os.path.join(staging, f"agent_{i}")
-        model.save_pretrained(path)
+        with quiet_hub_progress():
+            model.save_pretrained(path)
         tok.save_pretrained(path)
     if os.path.exists(target):
         shutil.rmtree(target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Choice, Integer, Registered, knob
 from comlrl.core.config.knobs import (
@@ -59,6 +60,9 @@ class MAGRPOConfig(CommonConfig):
 
     def _check_relations(self) -> None:
         super()._check_relations()
+        note_discount_applies(
+            self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
+        )
         if self.variant == "dr_grpo":
             # Dr. GRPO: no std division, constant (max_new_tokens) length normalization.
             self.advantage_normalization = False

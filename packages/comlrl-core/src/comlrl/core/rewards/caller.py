@@ -13,6 +13,7 @@ from .dispatch import (
     check_reward_signature,
     describe_callable,
     non_finite_indices,
+    receives_nested_lists,
 )
 from .ranges import get_reward_range
 
@@ -127,9 +128,9 @@ class RewardCaller:
             if self._mode == "auto" and m > 1 and len(raw) == 1:
                 warnings.warn(
                     f"Reward function {self._label!r} returned one value for {m} joint actions; "
-                    "it is now called once per joint action (call_mode='per_sample'). Set "
-                    "call_mode explicitly to 'per_sample' (or make the function return one "
-                    "value per joint action and use 'batch') to silence this warning.",
+                    "it is now called once per joint action. Set reward_call_mode='per_sample' "
+                    "in the trainer config (or make the function return one value per joint "
+                    "action and set reward_call_mode='batch') to silence this warning.",
                     UserWarning,
                     stacklevel=2,
                 )
@@ -213,7 +214,19 @@ class RewardCaller:
             raise RewardError(
                 f"Reward function {self._label!r} returned {len(raw)} values for {m} joint "
                 f"actions; it must return exactly {m} (one per joint action). Got: {shown}."
+                + self._per_agent_hint(len(raw))
             )
+
+    def _per_agent_hint(self, count: int) -> str:
+        """Why a TRL-style ``reward(completions, **kwargs)`` returns one value per agent."""
+        if count != self.num_agents or not receives_nested_lists(self.reward_func, self.num_agents):
+            return ""
+        return (
+            f" Its one positional parameter receives one list of completions per agent "
+            f"([agent_0_completions, ..., agent_{self.num_agents - 1}_completions]), not one "
+            "flat list as in TRL: score zip(*completions) for one value per joint action, or "
+            f"take {self.num_agents} positional parameters, one per agent."
+        )
 
     def _check_finite(self, raw: list[float]) -> None:
         bad = non_finite_indices(raw)

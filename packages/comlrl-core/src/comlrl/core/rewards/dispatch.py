@@ -42,6 +42,7 @@ __all__ = [
     "describe_callable",
     "non_finite_indices",
     "normalize_reward_lengths",
+    "receives_nested_lists",
 ]
 
 _PROMPTS = "prompts"
@@ -192,6 +193,13 @@ def _plan_for(reward_func: Callable, num_agents: int) -> _CallPlan:
     except TypeError:
         return plan
     return plan
+
+
+def receives_nested_lists(reward_func: Callable, num_agents: int) -> bool:
+    """Whether ``reward_func`` gets every agent's completions as one list of lists (a single
+    data parameter with several agents: the layout a TRL-style reward falls into)."""
+    plan = _plan_for(reward_func, num_agents)
+    return plan.readable and plan.layout == "nested"
 
 
 def _check_num_agents(num_agents: Any) -> int:

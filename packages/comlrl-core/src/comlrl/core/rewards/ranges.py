@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def resolve_reward_range(value: Any, *, name: str = "reward_range") -> tuple[float, float]:
+def _check_range(value: Any, name: str) -> tuple[float, float]:
     """Validate a ``(low, high)`` pair: two finite numbers with ``low < high``."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
         raise ValueError(f"{name} must be a (low, high) pair of numbers, got {value!r}.")
@@ -26,10 +26,17 @@ def resolve_reward_range(value: Any, *, name: str = "reward_range") -> tuple[flo
     return low, high
 
 
+def _label(func: Any) -> str:
+    return getattr(func, "__qualname__", type(func).__name__)
+
+
 def set_reward_range(func: Callable, low: float, high: float) -> Callable:
-    """Attach a validated ``reward_range`` to ``func`` and return ``func``."""
-    label = getattr(func, "__qualname__", type(func).__name__)
-    func.reward_range = resolve_reward_range((low, high), name=f"{label}.reward_range")
+    """Declare that ``func``'s raw rewards lie in ``[low, high]``; returns ``func`` itself.
+
+    The bounds are stored as floats in ``func.reward_range``. ValueError when they are not two
+    finite numbers with ``low < high``.
+    """
+    func.reward_range = _check_range((low, high), f"{_label(func)}.reward_range")
     return func
 
 
@@ -38,5 +45,18 @@ def get_reward_range(func: Callable) -> tuple[float, float] | None:
     value = getattr(func, "reward_range", None)
     if value is None:
         return None
-    label = getattr(func, "__qualname__", type(func).__name__)
-    return resolve_reward_range(value, name=f"{label}.reward_range")
+    return _check_range(value, f"{_label(func)}.reward_range")
+
+
+def resolve_reward_range(
+    func_or_range: Any, *, name: str = "reward_range"
+) -> tuple[float, float] | None:
+    """The ``(low, high)`` range a reward function declares, as floats, or None when it has none.
+
+    Given a callable (the CoMLRL 1.4.3 use), this reads its ``reward_range`` attribute, as set by
+    :func:`set_reward_range`. Given a ``(low, high)`` pair instead, it validates the pair and
+    returns it as floats; ``name`` labels that pair in the ValueError.
+    """
+    if callable(func_or_range):
+        return get_reward_range(func_or_range)
+    return _check_range(func_or_range, name)
