@@ -36,6 +36,8 @@ class MetricLogger:
         self._default_name = default_name
         if enabled and self.run_dir is not None:
             self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
+        # Records an earlier run left in this run dir's log; a fresh run sets them aside.
+        self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
 
     def start_wandb(self, resume_id: str | None = None) -> str | None:
         """Open the W&B run (resuming ``resume_id`` when given); returns its id."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from comlrl.core.config.redact import redact
+
 _INIT_KEYS = ("project", "entity", "dir", "tags", "id", "resume", "mode", "group", "notes")
 
 
@@ -15,6 +17,7 @@ def wandb_init_kwargs(
 
     Recognised keys: project (default "comlrl"), entity, name or run_name, dir (created), tags,
     id, resume, mode, group, notes, and config_sections (merged into the logged config).
+    Secret-looking values of the logged config are redacted (see ``comlrl.core.config.redact``).
     """
     cfg = dict(wandb_config)
     kwargs: dict[str, Any] = {"project": cfg.get("project") or "comlrl"}
@@ -33,7 +36,7 @@ def wandb_init_kwargs(
     if isinstance(dataset, dict):
         config.setdefault("dataset_name", dataset.get("name"))
         config.setdefault("dataset_type", dataset.get("type"))
-    kwargs["config"] = config
+    kwargs["config"] = redact(config)  # W&B stores and uploads it: no secrets
     return kwargs
 
 
