@@ -108,7 +108,11 @@ def kill_point(stage: str) -> None:
     raw = os.environ.get(TEST_KILL_ENV)
     if not raw:
         return
-    _stage_counts[stage] = _stage_counts.get(stage, 0) + 1
     want, _, nth = raw.partition(":")
+    if want not in KILL_STAGES or not (nth or "1").isdigit():
+        raise ValueError(
+            f"{TEST_KILL_ENV}={raw!r}: expected STAGE[:N] with STAGE one of {list(KILL_STAGES)}."
+        )
+    _stage_counts[stage] = _stage_counts.get(stage, 0) + 1
     if want == stage and _stage_counts[stage] == int(nth or 1):
         os.kill(os.getpid(), signal.SIGKILL)
