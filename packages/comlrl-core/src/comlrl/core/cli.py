@@ -214,8 +214,12 @@ def _list() -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = [line.strip(" -") for line in str(exc).splitlines() if line.strip(" -")]
-    return "; ".join(lines) or type(exc).__name__
+    text = ""
+    for line in str(exc).splitlines():
+        line = line.strip(" -")
+        if line:
+            text += (" " if not text or text.endswith(":") else "; ") + line
+    return text.strip() or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
