@@ -239,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("comlrl: interrupted before training started; nothing was saved.", file=sys.stderr)
+        print(
+            "comlrl: interrupted outside the training loop; no checkpoint was written for it.",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     parser.print_help()
     return 0
