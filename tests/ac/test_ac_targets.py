@@ -16,6 +16,7 @@ from comlrl.ac.targets import (
     td_target,
     value_error,
 )
+from comlrl.core.loop import ItemBatch
 
 from .helpers import make_iac, make_maac
 
@@ -105,7 +106,7 @@ def _iac(tmp_path, **cfg):
 @pytest.mark.parametrize("separate", [True, False])
 def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
     trainer, rows_seen = _iac(tmp_path, separate=separate)
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     for agent, expected_v in V_IAC.items():
         first, second = trainer.rollout_buffers[agent]
         assert (first.turn_idx, second.turn_idx) == (0, 1)
@@ -128,7 +129,7 @@ def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
 
 def test_iac_q_critic_reads_history_and_action(tmp_path):
     trainer, rows_seen = _iac(tmp_path, critic_type="q")
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     first, second = trainer.rollout_buffers[0]
     assert dict(rows_seen)[0] == [
         first.prompt_ids + first.completion_ids,
@@ -139,7 +140,7 @@ def test_iac_q_critic_reads_history_and_action(tmp_path):
 
 def test_early_termination_ends_the_bootstrap(tmp_path):
     trainer, _ = _iac(tmp_path, early_termination_threshold=0.4)
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (only,) = trainer.rollout_buffers[0]
     assert only.value_target == pytest.approx(0.5)
     assert only.advantage == pytest.approx(0.5 - 0.3)
@@ -150,7 +151,7 @@ def test_reference_kl_shapes_the_targets(tmp_path, monkeypatch):
 
     monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad: [2.0] * len(p))
     trainer, _ = _iac(tmp_path, reference_kl_enabled=True, reference_kl_coef=0.1)
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     first, second = trainer.rollout_buffers[0]
     assert first.reward == 0.5 and first.reference_kl == 2.0
     assert first.value_target == pytest.approx(0.5 - 0.2 + GAMMA * 0.7)
@@ -182,7 +183,7 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
     trainer.values_of = values_of
     kls = iter([[1.0, 1.0], [3.0, 3.0]])  # one call per agent: its KL at turn 1 and turn 2
     monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad: next(kls))
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (rows,) = joint_rows
     first_joint, second_joint = trainer.critic_buffer
     assert rows == [first_joint.input_ids, second_joint.input_ids]
@@ -201,7 +202,7 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
 
 def test_maac_q_critic_sees_the_joint_action(tmp_path):
     trainer = make_maac(tmp_path, critic_type="q", rollout_buffer_size=64)
-    trainer._train_batch([trainer.train_dataset[0]], {})
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     joint = trainer.critic_buffer
     assert len(joint) == 2  # two generations, one joint action each
     text = trainer.tokenizers[0].decode(joint[0].input_ids)

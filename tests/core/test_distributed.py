@@ -211,12 +211,8 @@ def test_item_seeded_sampling_does_not_depend_on_the_batch(tmp_path):
     trainer.epoch = 0
 
     def ids(batch, offset):
-        trainer._rollout_offset = offset
         torch.manual_seed(offset + 123)  # the global generator must not matter
-        try:
-            roots = trainer.rollout(batch, 3, params)
-        finally:
-            trainer._rollout_offset = None
+        roots = trainer.rollout(batch, 3, params, offset=offset)
         return [root.samples[0].completion_ids for root in roots]
 
     both = ids(items, 0)

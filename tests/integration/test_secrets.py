@@ -75,7 +75,9 @@ def test_no_sentinel_secret_is_written_anywhere(tmp_path, monkeypatch, capsys):
                     "mode": "offline",
                     "project": "secrets",
                     "dir": str(work / "wandb"),
-                    "api_key": SENTINELS["wandb"],
+                    # The run file schema refuses wandb.api_key itself (W&B reads its key from
+                    # the environment); a key in the sections logged as W&B config is redacted.
+                    "config_sections": {"service": {"api_key": SENTINELS["wandb"]}},
                 },
                 "madpo_iter": {
                     "num_iterations": 1,
@@ -115,6 +117,8 @@ def test_no_sentinel_secret_is_written_anywhere(tmp_path, monkeypatch, capsys):
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["madpo_iter"]["comparator_api_key_env"] == "COMLRL_TEST_COMPARATOR_KEY"
     assert "v=1" in saved["madpo_iter"]["comparator_api_url"]  # only the secret part is gone
+    wandb_files = [p.read_bytes() for p in (work / "wandb").rglob("*") if p.is_file()]
+    assert any(b"service" in blob and b"<redacted>" in blob for blob in wandb_files)
     assert _scan(work) == []
     out = capsys.readouterr()
     assert not [k for k, v in SENTINELS.items() if v in out.out + out.err]

@@ -11,7 +11,6 @@ updates the models (``_update``), and what is saved.
 from __future__ import annotations
 
 import math
-import random
 from typing import Any
 
 import numpy as np
@@ -19,21 +18,22 @@ import torch
 
 from comlrl.ac.config import ActorCriticConfig
 from comlrl.ac.critics import CriticSetup
-from comlrl.ac.reporting import Reporting
-from comlrl.ac.samples import Episode, JointSample, RolloutSample
+from comlrl.ac.reporting import ActorCriticReporting
+from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
 from comlrl.ac.steps import OptimizationSteps
 from comlrl.ac.targets import td_target
-from comlrl.core.devices import plan_devices
+from comlrl.core.buffer import Batch, Experience, Record
+from comlrl.core.inputs import compat_constructor, signature_of
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.optim import build_adamw
-from comlrl.core.reference import build_reference_models, sequence_kl
+from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
 from comlrl.core.values import ValueModel
 
 
-class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerBase):
+class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReporting, TrainerBase):
     """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in)."""
 
     algorithm_name = "ActorCritic"
@@ -41,72 +41,63 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
     # The critics' value estimates at rollout are reported apart from generation and updates.
     timing_phases = ("generate", "reward", "values", "update")
 
-    def __init__(
-        self,
-        agent_model=None,
-        critic_model=None,
-        tokenizer=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        args=None,
-        train_dataset=None,
-        eval_dataset=None,
-        model_config=None,
-        wandb_config=None,
-        metrics_callback=None,
-        external_transition=None,
-        agents=None,
-        critics=None,
-        *,
-        num_agents: int | None = None,
-    ):
+    inputs_cls = ActorCriticInputs
+    __init__ = compat_constructor(
+        signature_of(
+            (
+                "agent_model",
+                "critic_model",
+                "tokenizer",
+                "reward_func",
+                "reward_processor",
+                "formatters",
+                "args",
+                "train_dataset",
+                "eval_dataset",
+                "model_config",
+                "wandb_config",
+                "metrics_callback",
+                "external_transition",
+                "agents",
+                "critics",
+            ),
+            keyword_only=("num_agents",),
+        ),
+        ActorCriticInputs,
+    )
+
+    def setup(self, inputs: ActorCriticInputs) -> None:
         """Arguments as in CoMLRL 1.4.3. ``num_agents`` (ours, keyword-only) sets how many
         agents ``agent_model`` builds when ``args.num_agents`` is unset (default 2)."""
-        if args is None:
-            args = self.default_config_cls()
+        args = inputs.args if inputs.args is not None else self.default_config_cls()
         if not isinstance(args, self.default_config_cls):
             raise ValueError(
                 f"args must be a {self.default_config_cls.__name__}, got {type(args).__name__}."
             )
         # Cheap checks first, in the reference's order, so no model loads for a doomed run.
-        if reward_func is None or not callable(reward_func):
+        if inputs.reward_func is None or not callable(inputs.reward_func):
             raise ValueError("reward_func must be a callable.")
-        if agent_model is None and agents is None:
+        if inputs.agent_model is None and inputs.agents is None:
             raise ValueError("Either agent_model or agents must be provided.")
-        if metrics_callback is not None and not callable(metrics_callback):
-            raise ValueError(
-                f"metrics_callback must be callable or None, got {metrics_callback!r}."
-            )
-        if agents is None:
+        callback = inputs.metrics_callback
+        if callback is not None and not callable(callback):
+            raise ValueError(f"metrics_callback must be callable or None, got {callback!r}.")
+        num_agents = inputs.num_agents
+        if inputs.agents is None:
             if num_agents is not None and args.num_agents not in (None, num_agents):
                 raise ValueError(
                     f"num_agents ({num_agents}) and args.num_agents ({args.num_agents}) differ; "
                     "set one of them."
                 )
             num_agents = args.num_agents or num_agents or 2
-        count = len(resolve_model_sources(agent_model, agents, num_agents))
-        critic_sources = self._resolve_critic_sources(critic_model, critics, count, args)
-        self._init_common(
-            args=args,
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=num_agents,
-            tokenizer=tokenizer,
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            reward_func=reward_func,
-            reward_processor=reward_processor,
-            formatters=formatters,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_logger=None,
-            eval_aggregator=None,
+        count = len(resolve_model_sources(inputs.agent_model, inputs.agents, num_agents))
+        critic_sources = self._resolve_critic_sources(
+            inputs.critic_model, inputs.critics, count, args
         )
-        self.metrics_callback = metrics_callback
-        sections = (wandb_config or {}).get("config_sections") or {}
-        self.verbose = bool((sections.get("output") or {}).get("verbose", True))
+        super().setup(
+            inputs.replace(args=args, num_agents=num_agents, eval_logger=None, eval_aggregator=None)
+        )
+        self.metrics_callback = callback
         a = self.args
         self.agent_optimizers = [
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
@@ -115,22 +106,8 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         self.critics: list[ValueModel] = []
         self.critic_optimizers: list[torch.optim.Optimizer] = []
         self._setup_critics(critic_sources)
-        self.reference_models: list = []
-        if a.reference_kl_enabled:
-            devices = (
-                plan_devices("mp", a.reference_devices, self.num_agents, "reference_devices")
-                if a.reference_devices is not None
-                else self.agent_devices
-            )
-            self.reference_models = build_reference_models(
-                self.agents, self.sources, devices, self.model_config
-            )
-        self.rollout_buffers: list[list[RolloutSample]] = [[] for _ in range(self.num_agents)]
-        self.shuffle_rng = random.Random(a.seed if a.seed is not None else 0)
-        self._last_train_log_step = -1
-        self._eval_capture: list | None = None
-        self.skipped_nonfinite = 0
-        self.logger = None
+        self.reference_models = reference_models_for(self)
+        self.use_buffer(a.rollout_buffer_size, RolloutSample, self.joint_sample_cls)
 
     # ------------------------------------------------------------------ family hooks
     def _resolve_critic_sources(self, critic_model, critics, num_agents: int, args) -> list:
@@ -150,19 +127,9 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         """Per node, the joint samples of a centralized critic (none by default)."""
         return [[] for _ in nodes]
 
-    def _update(self, buffers: list[list[RolloutSample]]) -> dict[str, float]:
-        """Update actors and critics from drained buffers; return metrics to log."""
+    def _update(self, buffers: list[list[RolloutSample]], joint: list) -> dict[str, float]:
+        """Update actors and critics from a full buffer; return metrics to log."""
         raise NotImplementedError
-
-    def _buffer_joint(self, joint: list[JointSample]) -> None:
-        """Keep joint samples for the centralized critic (MAAC)."""
-
-    # ------------------------------------------------------------------ rollout capture
-    def rollout(self, items, num_samples, params, **kwargs):
-        roots = super().rollout(items, num_samples, params, **kwargs)
-        if self._eval_capture is not None:
-            self._eval_capture.extend(roots)
-        return roots
 
     def items_per_batch(self) -> int:
         """Items rolled out together: enough to fill one buffer (``rollout_batch_size``
@@ -173,28 +140,22 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
         per_item = a.num_generations * a.num_turns
         return max(1, math.ceil(a.rollout_buffer_size / per_item))
 
-    # ------------------------------------------------------------------ one batch
-    def _train_batch(self, items: list[dict], generation_kwargs: dict) -> None:
-        a = self.args
-        params = self.sampling_params(generation_kwargs)
-        roots = self.rollout(
-            items,
-            a.num_generations,
-            params,
-            joint_mode="aligned",
-            early_termination_threshold=a.early_termination_threshold,
-            env_step_start=self.env_step,
+    # ------------------------------------------------------------------ collect / update
+    def collect(self, unit) -> Batch:
+        """Roll out the unit's items; one record per item (episode), with its samples' old
+        values, TD targets and advantages, and the ``metrics_callback`` metrics."""
+        roots, _ = self.rollout_unit(unit)
+        return Batch(
+            [
+                Record(e.samples, e.env_step, joint=e.joint, metrics=self._episode_metrics(e))
+                for e in self._collect(roots)
+            ]
         )
-        nodes = [node for root in roots for node in root.walk()]
-        self.env_step = max(n.env_step for n in nodes)
-        self._last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
-        for episode in self._collect(roots):
-            self._report_episode(episode)
-            for i in range(self.num_agents):
-                self.rollout_buffers[i].extend(episode.samples[i])
-            self._buffer_joint(episode.joint)
-            if len(self.rollout_buffers[0]) >= a.rollout_buffer_size:
-                self._drain_buffers()
+
+    def update(self, experience: Experience) -> dict[str, float]:
+        """Update actors and critics from a full buffer; returns the training metrics."""
+        stats = self._update(experience.samples, experience.joint)
+        return self._drain_metrics(experience.samples, stats)
 
     def _make_sample(self, agent: int, node: TreeNode, action: int) -> RolloutSample:
         k = node.joint_actions[action][agent]
@@ -308,20 +269,6 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
                     shaped_reward=s.reward - coef * kl,
                 )
 
-    # ------------------------------------------------------------------ buffers
-    def _end_epoch(self) -> None:
-        if any(self.rollout_buffers):
-            self._drain_buffers()
-
-    def _drain_buffers(self) -> None:
-        """Update from the buffers; samples leave them only after the update succeeded."""
-        with self.timed("update"):
-            buffers = [list(b) for b in self.rollout_buffers]
-            stats = self._update(buffers)
-            for i in range(self.num_agents):
-                self.rollout_buffers[i] = []
-        self._log_drain(buffers, stats)
-
     # ------------------------------------------------------------------ resumable state
     def optimizers_list(self) -> list:
         """Actor optimizers, then critic (or value-head) optimizers."""
@@ -331,20 +278,3 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, Reporting, TrainerB
     def optimizers(self) -> list:
         """The actors' optimizers (the MAGRPO-family attribute name)."""
         return self.agent_optimizers
-
-    def _family_state_dict(self) -> dict[str, Any]:
-        return {
-            "rollout_buffers": [[s.to_state() for s in b] for b in self.rollout_buffers],
-            "shuffle_rng": self.shuffle_rng.getstate(),
-            "last_train_log_step": self._last_train_log_step,
-            "skipped_nonfinite": self.skipped_nonfinite,
-        }
-
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        self.rollout_buffers = [
-            [RolloutSample.from_state(s) for s in b] for b in state["rollout_buffers"]
-        ]
-        rng_state = state["shuffle_rng"]
-        self.shuffle_rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
-        self._last_train_log_step = state["last_train_log_step"]
-        self.skipped_nonfinite = state["skipped_nonfinite"]

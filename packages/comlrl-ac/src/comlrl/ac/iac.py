@@ -16,7 +16,7 @@ from comlrl.ac.samples import RolloutSample
 from comlrl.ac.steps import mean_or_nan
 from comlrl.ac.targets import value_error
 from comlrl.core.logprobs import micro_batches
-from comlrl.core.optim import build_adamw
+from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.values import (
     backbone_of,
@@ -183,7 +183,7 @@ class IACTrainer(ActorCriticTrainerBase):
         return self.workers.map(run), None
 
     # ------------------------------------------------------------------ updates
-    def _update(self, buffers: list[list[RolloutSample]]) -> dict[str, float]:
+    def _update(self, buffers: list[list[RolloutSample]], joint: list) -> dict[str, float]:
         # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
         seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
         stats = self.workers.map(
@@ -260,14 +260,14 @@ class IACTrainer(ActorCriticTrainerBase):
             policy_loss = -(w * lp.sequence_sum().to(device)).sum()
             err = value_error(values, t, o, a.value_clip_range)
             loss = policy_loss + a.value_loss_coef * err.sum() / size
-            if not self._loss_is_usable(loss, f"actor+value (agent {agent})"):
-                opt.zero_grad(set_to_none=True)
+            what = f"{self.algorithm_name} actor+value (agent {agent}) loss"
+            if not loss_is_usable(self, loss, what, [opt]):
                 return None
             loss.backward()
             actor_total += policy_loss.item()
             err_total += err.detach().sum().item()
         params = list(model.parameters()) + list(head.parameters())
-        return actor_total, err_total / size, self._clip_and_step(params, opt)
+        return actor_total, err_total / size, apply_step(self, params, opt, agent=agent)
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:

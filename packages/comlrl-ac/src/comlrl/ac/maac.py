@@ -52,6 +52,7 @@ class MAACTrainer(ActorCriticTrainerBase):
 
     algorithm_name = "MAAC"
     default_config_cls = MAACConfig
+    joint_sample_cls = JointSample
 
     # ------------------------------------------------------------------ construction
     def _resolve_critic_sources(self, critic_model, critics, num_agents: int, args) -> list:
@@ -80,7 +81,6 @@ class MAACTrainer(ActorCriticTrainerBase):
         self.critic_optimizers = [
             build_adamw(critic.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay)
         ]
-        self.critic_buffer: list[JointSample] = []
         config = critic.config
         limit = getattr(config, "max_position_embeddings", None) or getattr(
             config, "n_positions", None
@@ -177,18 +177,18 @@ class MAACTrainer(ActorCriticTrainerBase):
             out.append(per_node)
         return out
 
-    def _buffer_joint(self, joint: list[JointSample]) -> None:
-        self.critic_buffer.extend(joint)
+    @property
+    def critic_buffer(self) -> list[JointSample]:
+        """The centralized critic's joint samples awaiting an update."""
+        return self.rollout_buffer.joint
 
     # ------------------------------------------------------------------ updates
-    def _update(self, buffers: list[list[RolloutSample]]) -> dict[str, float]:
+    def _update(self, buffers: list[list[RolloutSample]], joint: list) -> dict[str, float]:
         seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents + 1)]
         stats = self.workers.map(
             lambda i, arg: self._update_actor(i, *arg), list(zip(buffers, seeds[:-1]))
         )
-        joint = list(self.critic_buffer)
         critic_loss = self._update_critic(joint, random.Random(seeds[-1]))
-        self.critic_buffer = []
         metrics: dict[str, float] = {}
         for i, st in enumerate(stats):
             metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
@@ -260,12 +260,3 @@ class MAACTrainer(ActorCriticTrainerBase):
         models: dict[str, Any] = {f"agent_{i}": m for i, m in enumerate(self.agents)}
         models["critic"] = self.critic
         return models
-
-    def _family_state_dict(self) -> dict[str, Any]:
-        state = super()._family_state_dict()
-        state["critic_buffer"] = [s.to_state() for s in self.critic_buffer]
-        return state
-
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        super()._load_family_state_dict(state)
-        self.critic_buffer = [JointSample.from_state(s) for s in state["critic_buffer"]]

@@ -3,27 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from comlrl.ac.samples import Episode, RolloutSample
 from comlrl.ac.targets import explained_variance, mean_std
-from comlrl.core.rollout.tree import TreeNode
+from comlrl.core import evaluation
+from comlrl.core.trainer import TrainerBase
 
 
-class Reporting:
+class ActorCriticReporting:
+    run_config_keys = TrainerBase.run_config_keys + (
+        "critic_learning_rate",
+        "rollout_buffer_size",
+        "train_batch_size",
+        "value_loss_coef",
+        "value_clip_range",
+        "critic_type",
+        "discount",
+        "use_separate_critic",
+    )
     """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``,
-    ``metrics_callback``, ``_last_train_log_step`` and the core's ``timing``, ``log_metrics``
-    and ``_evaluate_items``."""
+    ``metrics_callback`` and ``_tree_samples``; the core logs what it returns."""
 
-    def _report_episode(self, episode: Episode) -> None:
+    def _episode_metrics(self, episode: Episode) -> dict[str, float] | None:
+        """``metrics_callback``'s metrics of one episode (logged when it enters the buffer)."""
         if self.metrics_callback is None:
-            return
+            return None
         flat = [s for per_agent in episode.samples for s in per_agent]
-        metrics = self._callback_metrics(flat)
-        if metrics:
-            self.log_metrics(metrics, episode.env_step)
+        return self._callback_metrics(flat) or None
 
     def _callback_metrics(self, samples: list[RolloutSample]) -> dict[str, float]:
         out = self.metrics_callback(samples)
@@ -43,20 +50,12 @@ class Reporting:
                 ) from exc
         return metrics
 
-    # ------------------------------------------------------------------ logging
-    def _should_log(self, step: int) -> bool:
-        last = self._last_train_log_step
-        return self.args.logging_steps <= 1 or last < 0 or step - last >= self.args.logging_steps
-
-    def _log_drain(self, buffers: list[list[RolloutSample]], stats: dict[str, float]) -> None:
+    # ------------------------------------------------------------------ training metrics
+    def _drain_metrics(
+        self, buffers: list[list[RolloutSample]], stats: dict[str, float]
+    ) -> dict[str, float]:
         a = self.args
         everything = [s for b in buffers for s in b]
-        if not everything:
-            return
-        step = max(s.env_step for s in everything)
-        if not self._should_log(step):
-            return
-        self._last_train_log_step = step
         metrics: dict[str, float] = {}
         for turn in sorted({s.turn_idx for s in everything}):
             group = [s for s in everything if s.turn_idx == turn]
@@ -81,40 +80,17 @@ class Reporting:
                 [s.old_value for s in samples], [s.value_target for s in samples]
             )
         metrics.update(stats)
-        metrics.update(self.timing.drain())
-        self.log_metrics(metrics, step)
-
-    def run_config(self) -> dict[str, Any]:
-        cfg = super().run_config()
-        a = self.args
-        for key in (
-            "critic_learning_rate",
-            "rollout_buffer_size",
-            "train_batch_size",
-            "value_loss_coef",
-            "value_clip_range",
-            "critic_type",
-            "discount",
-            "use_separate_critic",
-        ):
-            if hasattr(a, key):
-                cfg[key] = getattr(a, key)
-        return cfg
+        return metrics
 
     # ------------------------------------------------------------------ evaluation
-    def _evaluate_items(self, items: list[dict]) -> dict[str, float]:
+    def eval_metrics(self, items: list[dict]) -> dict[str, float]:
         """The core's light eval (no critic, no KL), plus ``eval/{k}`` from metrics_callback
         averaged over items."""
-        captured: list[TreeNode] = []
-        self._eval_capture = captured
-        try:
-            metrics = super()._evaluate_items(items)
-        finally:
-            self._eval_capture = None
-        if self.metrics_callback is None or not captured:
+        metrics, roots = evaluation.evaluate_items(self, items)
+        if self.metrics_callback is None or not roots:
             return metrics
         per_item: dict[str, list[float]] = {}
-        for root in captured:
+        for root in roots:
             nodes = list(root.walk())
             samples = self._tree_samples(nodes, with_kl=False)
             flat = [s for per_agent in samples for per_node in per_agent for s in per_node]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from comlrl.core.inputs import TrainerInputs
+
 # Metadata keys that hold user objects (dataset rows); they are for callbacks, not checkpoints.
 _TRANSIENT_METADATA = ("batch_item",)
 
@@ -82,3 +84,12 @@ class Episode:
     samples: list[list[RolloutSample]]
     joint: list[JointSample] = field(default_factory=list)
     env_step: int = 0
+
+
+@dataclass
+class ActorCriticInputs(TrainerInputs):
+    """The trainer inputs plus the critics and the per-episode metrics callback."""
+
+    critic_model: Any = None
+    critics: Any = None
+    metrics_callback: Any = None

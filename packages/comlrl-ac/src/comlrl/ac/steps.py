@@ -4,9 +4,7 @@ per micro-batch."""
 
 from __future__ import annotations
 
-import math
 import random
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,7 +17,7 @@ from comlrl.core.logprobs import (
     length_sorted_micro_batches,
     micro_batches,
 )
-from comlrl.core.sharding import clip_gradients
+from comlrl.core.optim import apply_step, loss_is_usable
 from comlrl.core.values import ValueModel
 
 
@@ -30,7 +28,8 @@ def mean_or_nan(values: Sequence[float]) -> float:
 
 class OptimizationSteps:
     """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``, ``agents``,
-    ``agent_optimizers``, ``tokenizers``, ``algorithm_name`` and ``skipped_nonfinite``."""
+    ``agent_optimizers``, ``tokenizers``, ``algorithm_name`` and ``pooled_moments``; steps go
+    through :func:`comlrl.core.optim.apply_step`."""
 
     def _actor_batches(
         self, samples: list[RolloutSample], rng: random.Random
@@ -62,33 +61,6 @@ class OptimizationSteps:
         return batches
 
     # ------------------------------------------------------------------ optimisation steps
-    def _loss_is_usable(self, loss: torch.Tensor, what: str) -> bool:
-        """False (after counting) for a non-finite loss under ``nonfinite_loss='skip'``."""
-        if torch.isfinite(loss):
-            return True
-        if self.args.nonfinite_loss == "skip":
-            self.skipped_nonfinite += 1
-            warnings.warn(
-                f"Skipping a non-finite {self.algorithm_name} {what} loss "
-                f"({self.skipped_nonfinite} skipped so far).",
-                stacklevel=3,
-            )
-            return False
-        raise FloatingPointError(
-            f"Non-finite {self.algorithm_name} {what} loss ({loss.item()}); set "
-            "nonfinite_loss='skip' to skip such batches instead."
-        )
-
-    def _clip_and_step(self, params, opt) -> float:
-        params = self.sync_gradients(params)  # average over ranks (multi-process training)
-        params = [p for p in params if p.grad is not None]
-        norm = float("nan")
-        if params:
-            max_norm = self.args.max_grad_norm if self.args.max_grad_norm is not None else math.inf
-            norm = clip_gradients(params, max_norm)  # sharded (FSDP) or not
-        opt.step()
-        return norm
-
     def _policy_step(
         self, agent: int, batch: list[RolloutSample], advs: list[float]
     ) -> tuple[float, float] | None:
@@ -115,12 +87,12 @@ class OptimizationSteps:
                 [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
             )
             loss = -(w * lp.sequence_sum()).sum()
-            if not self._loss_is_usable(loss, f"actor (agent {agent})"):
-                opt.zero_grad(set_to_none=True)
+            what = f"{self.algorithm_name} actor (agent {agent}) loss"
+            if not loss_is_usable(self, loss, what, [opt]):
                 return None
             loss.backward()
             total += loss.item()
-        return total, self._clip_and_step(model.parameters(), opt)
+        return total, apply_step(self, model.parameters(), opt, agent=agent)
 
     def _critic_step(
         self,
@@ -155,10 +127,11 @@ class OptimizationSteps:
             o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
             err = value_error(values, t, o, a.value_clip_range)
             loss = a.value_loss_coef * err.sum() / len(rows)
-            if not self._loss_is_usable(loss, f"critic ({label})"):
-                opt.zero_grad(set_to_none=True)
+            if not loss_is_usable(
+                self, loss, f"{self.algorithm_name} critic ({label}) loss", [opt]
+            ):
                 return None
             loss.backward()
             total += err.detach().sum().item()
-        self._clip_and_step(critic.parameters(), opt)
+        apply_step(self, critic.parameters(), opt)
         return total / len(rows)

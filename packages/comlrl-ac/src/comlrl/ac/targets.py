@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-STD_FLOOR = 1e-6
+from comlrl.core.stats import zscore
 
 
 def td_target(reward: float, next_value: float | None, discount: float) -> float:
@@ -35,22 +35,11 @@ def reward_to_go(rewards: Sequence[float], discount: float) -> list[float]:
 def normalize_advantages(
     advantages: Sequence[float], moments: tuple[float, float, int] | None = None
 ) -> list[float]:
-    """Z-score with the population std (floored at 1e-6); a single value is left as is.
-
-    ``moments`` (mean, population std, count) replaces the values' own statistics: in a
-    multi-process run they are pooled over every rank's share of the buffer.
-    """
-    values = [float(a) for a in advantages]
-    if moments is not None:
-        mean, std, count = moments
-        if count <= 1:
-            return values
-        return [(v - mean) / max(std, STD_FLOOR) for v in values]
-    if len(values) <= 1:
-        return values
-    t = torch.tensor(values, dtype=torch.float64)
-    std = t.std(unbiased=False).clamp(min=STD_FLOOR)
-    return ((t - t.mean()) / std).tolist()
+    """Z-score of a buffer's advantages (see :func:`comlrl.core.stats.zscore`: population std
+    floored at 1e-6, pooled ``moments`` in multi-process runs, a single value left as is)."""
+    return zscore(
+        torch.tensor([float(a) for a in advantages], dtype=torch.float64), moments
+    ).tolist()
 
 
 def value_error(

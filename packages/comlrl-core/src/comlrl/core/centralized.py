@@ -10,6 +10,7 @@ is logged.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -239,3 +240,51 @@ class CentralizedCollaboration:
             )
 
         return split_logger
+
+
+def centralize(inputs: Any, args: Any, adapter: Any) -> tuple[Any, Any, CentralizedCollaboration]:
+    """Rewrite a multi-agent run as one actor that writes every role (the environment seen
+    through a :class:`CentralizedCollaboration`).
+
+    ``inputs`` are the trainer's inputs for ``args.num_agents`` roles (default: the inputs'
+    ``num_agents``, else 2). Returns the one-actor inputs (its formatter builds the joint
+    prompt, its reward splits the joint completion and scores the roles, its eval logger sees
+    the split outputs), the actor's config (a copy whose ``num_agents`` is unset, since the
+    trainer counts one actor) and the collaboration itself.
+    """
+    roles = args.num_agents if args.num_agents is not None else (inputs.num_agents or 2)
+    if inputs.num_agents is not None and inputs.num_agents != roles:
+        raise ValueError(
+            f"num_agents ({inputs.num_agents}) must match args.num_agents ({roles}), the role "
+            "count, in centralized collaboration."
+        )
+    agents = inputs.agents
+    if agents is not None and (isinstance(agents, (str, bytes)) or len(agents) != 1):
+        raise ValueError("Centralized collaboration requires exactly one actor model (agents).")
+    tokenizer = inputs.tokenizer
+    if isinstance(tokenizer, (list, tuple)):
+        if len(tokenizer) != 1:
+            raise ValueError("Centralized collaboration requires one actor tokenizer.")
+        tokenizer = tokenizer[0]
+    if inputs.reward_func is None or not callable(inputs.reward_func):
+        raise ValueError("reward_func must be a callable.")
+    from comlrl.core.rollout.formatters import build_formatters
+
+    collaboration = CentralizedCollaboration(
+        adapter,
+        build_formatters(inputs.formatters, roles),
+        roles,
+        inputs.reward_func,
+        reward_call_mode=args.reward_call_mode,
+    )
+    actor_args = copy.copy(args)
+    actor_args.num_agents = None
+    actor_inputs = inputs.replace(
+        num_agents=1,
+        tokenizer=tokenizer,
+        reward_func=collaboration,
+        formatters=[collaboration.build_prompt],
+        eval_logger=collaboration.wrap_eval_logger(inputs.eval_logger),
+        args=actor_args,
+    )
+    return actor_inputs, actor_args, collaboration

@@ -28,21 +28,47 @@ def _auto_device() -> torch.device:
     return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
-def resolve_single_device(spec: Any) -> torch.device:
+def check_device_available(device: torch.device, field: str = "agent_devices") -> torch.device:
+    """Return ``device`` when this machine has it; otherwise raise a ValueError naming ``field``.
+
+    Only accelerators are checked: placing a model on a missing GPU otherwise fails deep inside
+    torch, after the model has been loaded.
+    """
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = 0 if device.index is None else device.index
+        if index >= count:
+            have = (
+                f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}"
+                if count
+                else "this machine has no CUDA device"
+            )
+            raise ValueError(
+                f"{field}: {str(device)!r} is not available ({have}); use one of those, 'cpu', "
+                "or 'auto'."
+            )
+    elif device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(f"{field}: 'mps' is not available here; use 'cpu' or 'auto'.")
+    return device
+
+
+def resolve_single_device(spec: Any, field: str = "agent_devices") -> torch.device:
     """One device for everything: None/"auto" picks CUDA when present, else the CPU."""
     if spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto"):
         return _auto_device()
     if isinstance(spec, (list, tuple)):
         if not spec:
-            raise ValueError("agent_devices must be a non-empty list or 'auto'.")
+            raise ValueError(f"{field} must be a non-empty list or 'auto'.")
         distinct = {str(s) for s in spec}
         if len(distinct) > 1:
             raise ValueError(
-                "agent_devices lists several devices but parallel_training='none' keeps all agents "
+                f"{field} lists several devices but parallel_training='none' keeps all agents "
                 "on one device; set parallel_training='mp' or give one device."
             )
         spec = spec[0]
-    return torch.device(spec)
+    return check_device_available(torch.device(spec), field)
 
 
 def resolve_devices(spec: Any, count: int, field: str = "agent_devices") -> list[torch.device]:
@@ -53,15 +79,15 @@ def resolve_devices(spec: Any, count: int, field: str = "agent_devices") -> list
             return [torch.device("cpu")] * count
         return [torch.device(f"cuda:{i % n_gpu}") for i in range(count)]
     if isinstance(spec, (str, torch.device)):
-        return [torch.device(spec)] * count
+        return [check_device_available(torch.device(spec), field)] * count
     if isinstance(spec, (list, tuple)):
         if not spec:
             raise ValueError(f"{field} must be a non-empty list or 'auto'.")
         if len(spec) == 1:
-            return [torch.device(spec[0])] * count
+            return [check_device_available(torch.device(spec[0]), field)] * count
         if len(spec) != count:
             raise ValueError(f"{field} length ({len(spec)}) must be 1 or {count}.")
-        return [torch.device(s) for s in spec]
+        return [check_device_available(torch.device(s), field) for s in spec]
     raise ValueError(f"Unsupported {field} spec: {spec!r}; use a device string or a list.")
 
 
@@ -71,7 +97,7 @@ def plan_devices(
     """Devices for ``count`` models under the given parallel mode."""
     if normalize_parallel_training(parallel_training) == "mp":
         return resolve_devices(spec, count, field)
-    return [resolve_single_device(spec)] * count
+    return [resolve_single_device(spec, field)] * count
 
 
 class AgentWorkers:
@@ -134,5 +160,7 @@ def validate_device_spec(spec: Any, field: str, count: int | None = None) -> Non
             raise ValueError(
                 f"{field} has an invalid device {item!r} (e.g. 'cpu', 'cuda:0')."
             ) from exc
-    if count is not None:
-        resolve_devices(spec, count, field)
+    # Lengths only: whether the devices exist is checked when a trainer places its models,
+    # since a config may be written on one machine and used on another.
+    if count is not None and len(items) not in (1, count):
+        raise ValueError(f"{field} length ({len(items)}) must be 1 or {count}.")

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, resolve_checkpoint
+from comlrl.core.config.run_file import MODEL_CONFIG_KEYS, SAMPLING_KEYS, check_run_file
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.registry import load_algorithm, load_task
@@ -63,12 +64,7 @@ DEFAULT_RUN: dict[str, Any] = {
 }
 
 # agent_model keys in the task-repo schema that are really sampling settings
-_SAMPLING_KEYS = {
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "max_length": "max_new_tokens",
-}
+_SAMPLING_KEYS = SAMPLING_KEYS
 
 
 def _task_section(run: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -126,6 +122,7 @@ def run_name(run: dict[str, Any], algo: str, task: str) -> str:
 
 def build_trainer(run: dict[str, Any], run_dir: str):
     """Construct the trainer described by ``run``; cheap validation happens before loading."""
+    check_run_file(run, DEFAULT_RUN)
     algo = str(run.get("algorithm") or "magrpo").lower()
     trainer_cls = load_algorithm(algo)
     config = algorithm_config(run, trainer_cls.default_config_cls, algo)
@@ -150,19 +147,7 @@ def build_trainer(run: dict[str, Any], run_dir: str):
     )
     bundle = task.build(spec)
     model_config = (
-        {
-            k: v
-            for k, v in agent_section.items()
-            if k
-            in (
-                "torch_dtype",
-                "dtype",
-                "attn_implementation",
-                "special_tokens",
-                "trust_remote_code",
-                "model_kwargs",
-            )
-        }
+        {k: v for k, v in agent_section.items() if k in MODEL_CONFIG_KEYS}
         if isinstance(agent_section, dict)
         else {}
     )
@@ -306,6 +291,7 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     from comlrl.core import run_dir as run_files
     from comlrl.core.checkpoint.session import on_checks_passed
 
+    check_run_file(run, DEFAULT_RUN)
     algo = str(run.get("algorithm") or "magrpo").lower()
     task_name, _ = _task_section(run)
     output = run.get("output") or {}

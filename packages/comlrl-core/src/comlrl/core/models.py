@@ -8,10 +8,20 @@ its own optimizer.
 from __future__ import annotations
 
 import copy
+import json
+import os
+import re
+import zipfile
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+# Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype).
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double")
+# "name" or "org/name": anything else that does not exist on disk is a mistyped path.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def _is_name(value: Any) -> bool:
@@ -69,15 +79,38 @@ def infer_model_name(source: Any) -> str:
     return type(source).__name__
 
 
+def resolve_dtype(value: Any, field: str = "model_config.dtype") -> torch.dtype | str | None:
+    """``None``, ``"auto"``, a torch floating dtype, or its name (``"bfloat16"``,
+    ``"torch.float16"``) → the dtype to load with; anything else is a ValueError naming ``field``."""
+    if value is None or (isinstance(value, torch.dtype) and value.is_floating_point):
+        return value
+    if isinstance(value, str):
+        name = value.strip().lower().removeprefix("torch.")
+        if name == "auto":
+            return "auto"
+        if name in DTYPE_NAMES:
+            return getattr(torch, name)
+    raise ValueError(
+        f"{field}: unknown dtype {value!r}; use one of {['auto', *DTYPE_NAMES]} or a torch "
+        "floating dtype."
+    )
+
+
+def check_model_config(model_config: dict | None) -> None:
+    """Cheap checks of ``model_config`` before anything loads (today: its dtype names)."""
+    cfg = model_config or {}
+    for key in ("dtype", "torch_dtype"):
+        resolve_dtype(cfg.get(key), f"model_config.{key}")
+
+
 def model_load_kwargs(model_config: dict | None) -> dict:
     """``from_pretrained`` keyword arguments from a ``model_config`` dict."""
     cfg = dict(model_config or {})
     kwargs: dict[str, Any] = dict(cfg.get("model_kwargs") or {})
-    dtype = cfg.get("dtype", cfg.get("torch_dtype"))
-    if dtype is not None and dtype != "auto":
-        kwargs["dtype"] = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    elif dtype == "auto":
-        kwargs["dtype"] = "auto"
+    field = "model_config.dtype" if cfg.get("dtype") is not None else "model_config.torch_dtype"
+    dtype = resolve_dtype(cfg.get("dtype", cfg.get("torch_dtype")), field)
+    if dtype is not None:
+        kwargs["dtype"] = dtype
     if "attn_implementation" in cfg:
         kwargs["attn_implementation"] = cfg["attn_implementation"]
     # Remote code runs arbitrary Python from the hub: only when the user says so.
@@ -85,16 +118,149 @@ def model_load_kwargs(model_config: dict | None) -> dict:
     return kwargs
 
 
-def load_causal_lm(source: str, model_config: dict | None = None):
-    """Load a causal LM from a hub id or local directory."""
+def _looks_like_path(text: str) -> bool:
+    return (
+        os.path.isabs(text)
+        or text.startswith((".", "~"))
+        or "\\" in text
+        or not _HUB_ID.fullmatch(text)
+    )
+
+
+def check_model_source(source: Any, field: str = "agent_model") -> None:
+    """Fail early, naming ``field`` and the file, when a model name cannot load.
+
+    Model objects and hub ids pass (the hub is asked only when loading). A local path must be
+    a directory with a readable ``config.json`` and complete weight files; a name that looks
+    like a path but does not exist is an error rather than a hub lookup.
+    """
+    if not _is_name(source):
+        return
+    text = os.fsdecode(source) if isinstance(source, bytes) else os.fspath(source)
+    path = os.path.expanduser(text)
+    if not os.path.exists(path):
+        if _looks_like_path(text):
+            raise ValueError(
+                f"{field}: model path {text!r} does not exist; give a directory holding "
+                "config.json and the weights, or a hub id such as 'Qwen/Qwen2.5-0.5B'."
+            )
+        return
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"{field}: {text!r} is a file; a model is a directory holding config.json and the "
+            "weights (as save_pretrained writes it), or a hub id."
+        )
+    _check_model_dir(path, field)
+
+
+def check_model_sources(sources: Sequence[Any], field: str = "agent_model") -> None:
+    """:func:`check_model_source` for each distinct name in ``sources``."""
+    for src in {str(s): s for s in sources if _is_name(s)}.values():
+        check_model_source(src, field)
+
+
+def _check_model_dir(path: str, field: str) -> None:
+    names = sorted(os.listdir(path))
+    if "adapter_config.json" in names and "config.json" not in names:
+        return  # a PEFT adapter: its base model is named inside and checked by peft
+    if not names:
+        raise ValueError(
+            f"{field}: model directory {path!r} is empty; it needs config.json and the weights "
+            "(e.g. model.safetensors), as save_pretrained writes them."
+        )
+    config = os.path.join(path, "config.json")
+    if "config.json" not in names:
+        raise ValueError(
+            f"{field}: model directory {path!r} has no config.json (it holds {names[:8]}); "
+            "point at the directory save_pretrained wrote."
+        )
+    try:
+        with open(config, encoding="utf-8") as fh:
+            parsed = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ValueError(f"{field}: {config} is not valid JSON{where}: {exc}.") from exc
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{field}: {config} must hold a JSON object, got {type(parsed).__name__}.")
+    for weights in _weight_files(path, names, field):
+        _check_weight_file(weights, field)
+
+
+def _weight_files(path: str, names: list[str], field: str) -> list[str]:
+    for base in _WEIGHT_FILES:
+        index = os.path.join(path, base + ".index.json")
+        if os.path.isfile(index):
+            try:
+                with open(index, encoding="utf-8") as fh:
+                    shards = sorted(set(json.load(fh)["weight_map"].values()))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(
+                    f"{field}: {index} is not a valid shard index (a JSON object with "
+                    f"'weight_map'): {exc!r}."
+                ) from exc
+            files = [os.path.join(path, s) for s in shards]
+            missing = [f for f in files if not os.path.isfile(f)]
+            if missing:
+                raise ValueError(
+                    f"{field}: {index} lists weight files that are missing: {missing}."
+                )
+            return files
+    files = [os.path.join(path, n) for n in names if n.endswith((".safetensors", ".bin"))]
+    if not files:
+        raise ValueError(
+            f"{field}: model directory {path!r} has config.json but no weights "
+            f"({' or '.join(_WEIGHT_FILES)}); it holds {names[:8]}."
+        )
+    return files
+
+
+def _check_weight_file(path: str, field: str) -> None:
+    size = os.path.getsize(path)
+    truncated = f"{field}: weight file {path} is truncated or damaged ({size} bytes)"
+    if path.endswith(".safetensors"):
+        # Layout: 8-byte little-endian header length, a JSON header giving each tensor's byte
+        # range, then the data; a file shorter than the last range is cut off.
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if length < 0 or 8 + length > size:
+                raise ValueError(f"{truncated}: its header is incomplete; re-download or re-save.")
+            try:
+                header = json.loads(fh.read(length))
+                end = max(
+                    (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
+                    default=0,
+                )
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{truncated}: its header is unreadable ({exc!r}).") from exc
+        if 8 + length + end > size:
+            raise ValueError(
+                f"{truncated}: its header describes {8 + length + end} bytes; re-download or "
+                "re-save it."
+            )
+    elif size == 0 or (_zip_signature(path) and not zipfile.is_zipfile(path)):
+        raise ValueError(f"{truncated}; re-download or re-save it.")
+
+
+def _zip_signature(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PK\x03\x04"
+
+
+def load_causal_lm(source: str, model_config: dict | None = None, field: str = "model"):
+    """Load a causal LM from a hub id or local directory (checked first, see
+    :func:`check_model_source`; ``field`` names the argument in its errors)."""
     from transformers import AutoModelForCausalLM
 
+    check_model_source(source, field)
     return AutoModelForCausalLM.from_pretrained(str(source), **model_load_kwargs(model_config))
 
 
 def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> list:
     """Materialise every source. Repeated names load once and are deep-copied (no shared
-    weights); a repeated object stays shared (parameter sharing)."""
+    weights); a repeated object stays shared (parameter sharing). Every named source is
+    checked before the first one loads."""
+    check_model_sources(sources)
     loaded: dict[str, Any] = {}
     models = []
     for src in sources:
@@ -162,6 +328,24 @@ def add_special_tokens(tokenizers: Sequence[Any], models: Sequence[Any], special
             model.resize_token_embeddings(len(tok))
 
 
+def check_vocab_fits(tokenizers: Sequence[Any], models: Sequence[Any]) -> None:
+    """Every agent's tokenizer must fit its model's input embedding: larger token ids would
+    index past the table (a CUDA assert or an IndexError deep inside the forward pass)."""
+    for i, (tok, model) in enumerate(zip(tokenizers, models)):
+        embed = getattr(model, "get_input_embeddings", None)
+        table = embed() if callable(embed) else None
+        weight = getattr(table, "weight", None)
+        if weight is None or not hasattr(tok, "__len__"):
+            continue
+        rows = int(weight.shape[0])
+        if len(tok) > rows:
+            raise ValueError(
+                f"agent {i}: the tokenizer has {len(tok)} tokens but the model's input embedding "
+                f"has {rows} rows. Use the tokenizer saved with this model, or add the extra "
+                "tokens through model_config['special_tokens'] (which resizes the embedding)."
+            )
+
+
 def sync_generation_ids(model, tokenizer) -> None:
     """Make ``generate`` stop at this tokenizer's EOS and pad with its pad id."""
     for cfg in (getattr(model, "config", None), getattr(model, "generation_config", None)):
@@ -181,3 +365,20 @@ def freeze_model(model):
 def unique_models(models: Sequence[Any]) -> list:
     """The distinct model objects, in first-seen order (shared agents count once)."""
     return list({id(m): m for m in models}.values())
+
+
+def place_agents(
+    sources: Sequence[Any], tokenizer: Any, model_config: dict, devices: Sequence[Any]
+) -> tuple[list, list]:
+    """Load every agent and its tokenizer, add the configured special tokens, move each agent
+    to its device and align its generation ids with its tokenizer; returns (agents,
+    tokenizers)."""
+    agents = load_agents(sources, model_config)
+    tokenizers = resolve_tokenizers(tokenizer, sources, model_config)
+    if model_config.get("special_tokens"):
+        add_special_tokens(tokenizers, agents, model_config["special_tokens"])
+    check_vocab_fits(tokenizers, agents)
+    for model, tok, dev in zip(agents, tokenizers, devices):
+        model.to(dev)
+        sync_generation_ids(model, tok)
+    return agents, tokenizers

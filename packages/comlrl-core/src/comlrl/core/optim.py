@@ -56,3 +56,60 @@ def build_adamw(params: Iterable[Any], **kwargs: Any) -> torch.optim.AdamW:
     if "fused" not in kwargs and "foreach" not in kwargs and _fused_ready(tensors):
         kwargs["fused"] = True
     return torch.optim.AdamW(items, **kwargs)
+
+
+def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iterable[Any]) -> bool:
+    """Apply the config's non-finite policy to ``loss`` before its backward pass.
+
+    A finite loss returns True. A non-finite one raises ``FloatingPointError`` under
+    ``nonfinite_loss='raise'``; under ``'skip'`` it clears the gradients of ``optimizers``,
+    counts the skip in ``trainer.skipped_nonfinite``, warns and returns False, so the caller
+    abandons this optimizer step. ``what`` names the loss in messages (e.g. "MAGRPO loss of
+    agent 0").
+    """
+    if torch.isfinite(loss):
+        return True
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    if trainer.args.nonfinite_loss == "skip":
+        trainer.skipped_nonfinite += 1
+        import warnings
+
+        warnings.warn(
+            f"Skipping a non-finite {what} ({trainer.skipped_nonfinite} skipped so far).",
+            stacklevel=3,
+        )
+        return False
+    raise FloatingPointError(
+        f"Non-finite {what} ({loss.item()}); set nonfinite_loss='skip' to skip such batches "
+        "instead."
+    )
+
+
+def apply_step(
+    trainer: Any,
+    parameters: Iterable[torch.nn.Parameter],
+    optimizer: Any,
+    *,
+    agent: int | None = None,
+) -> float:
+    """The one optimizer step every family takes once its backward passes are done.
+
+    Gradients are averaged over ranks (:meth:`TrainerBase.sync_gradients`, a no-op in one
+    process), clipped to ``max_grad_norm`` by a norm that also covers sharded parameters, and
+    the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
+    reward models pass None), the rollout backend then hears that its weights changed, so a
+    backend holding its own copy of the weights can refresh it. Returns the gradient norm
+    before clipping (NaN when no parameter has a gradient).
+    """
+    from comlrl.core.sharding import clip_gradients
+
+    params = [p for p in trainer.sync_gradients(parameters) if p.grad is not None]
+    norm = float("nan")
+    if params:
+        max_norm = trainer.args.max_grad_norm
+        norm = clip_gradients(params, max_norm if max_norm is not None else float("inf"))
+    optimizer.step()
+    if agent is not None:
+        trainer.rollout_backend.on_weights_updated(agent, trainer.agents[agent])
+    return norm

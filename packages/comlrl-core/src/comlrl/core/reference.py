@@ -48,3 +48,19 @@ def sequence_kl(policy, reference, prompt_ids, completion_ids, pad_id: int) -> l
     d = (ref.values - pol.values.to(ref.values.device)) * ref.mask
     k3 = (torch.exp(d) - d - 1.0) * ref.mask
     return k3.sum(-1).tolist()
+
+
+def reference_models_for(trainer: Any) -> list:
+    """The frozen references of ``trainer``'s agents when its config enables the reference KL
+    (on ``reference_devices`` when set, else next to the agents); an empty list otherwise."""
+    a = trainer.args
+    if not a.reference_kl_enabled:
+        return []
+    from comlrl.core.devices import plan_devices
+
+    devices = (
+        plan_devices("mp", a.reference_devices, trainer.num_agents, "reference_devices")
+        if a.reference_devices is not None
+        else trainer.agent_devices
+    )
+    return build_reference_models(trainer.agents, trainer.sources, devices, trainer.model_config)

@@ -48,7 +48,12 @@ class TaskBundle:
 
 @runtime_checkable
 class Task(Protocol):
-    """A registered environment: a name, a default agent count, and a ``build`` method."""
+    """A registered environment: a name, a default agent count, and a ``build`` method.
+
+    A task may also declare ``option_names``, the set of ``task.options`` keys it accepts; run
+    files are then checked against it before anything loads (unknown keys get the nearest
+    valid name). A task without it receives its options unchecked.
+    """
 
     name: str
     description: str

@@ -263,8 +263,9 @@ def load_value_model(
     if isinstance(source, (str, os.PathLike)):
         from transformers import AutoModel
 
-        from comlrl.core.models import model_load_kwargs
+        from comlrl.core.models import check_model_source, model_load_kwargs
 
+        check_model_source(source, "critic")
         backbone = AutoModel.from_pretrained(os.fspath(source), **model_load_kwargs(model_config))
         if os.path.isdir(os.fspath(source)):
             saved = load_value_head_state(source)

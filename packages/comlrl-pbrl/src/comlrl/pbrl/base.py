@@ -15,26 +15,38 @@ import math
 import random
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from comlrl.core import loop
 from comlrl.core.centralized import (
     CentralizedCollaboration,
     TaggedCentralizedComparatorAdapter,
+    centralize,
     check_adapter,
 )
 from comlrl.core.devices import plan_devices
-from comlrl.core.distributed import all_gather_objects, barrier, resolve_mode, shard_range
+from comlrl.core.distributed import all_gather_objects, resolve_mode, shard_range
+from comlrl.core.input_checks import check_agent_count
+from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller, RewardError
-from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples
-from comlrl.core.trainer import TrainerBase, seed_everything
+from comlrl.core.trainer import TrainerBase
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.pair_batches import row_logps
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
+
+
+@dataclass
+class PreferenceInputs(TrainerInputs):
+    """The trainer inputs plus the adapter of centralized collaboration."""
+
+    centralized_comparator_adapter: Any = None
 
 
 class PreferenceTrainerBase(TrainerBase):
@@ -51,6 +63,21 @@ class PreferenceTrainerBase(TrainerBase):
     # Whether the family shards its preference data across ranks and averages its gradients
     # (every built-in preference trainer does; a subclass with its own loop may say no).
     multi_process_ready = True
+    inputs_cls = PreferenceInputs
+    __init__ = compat_constructor(
+        signature_of(MAGRPO_STYLE, keyword_only=("centralized_comparator_adapter", "model")),
+        PreferenceInputs,
+    )
+    progress_unit = "step"
+    run_config_keys = TrainerBase.run_config_keys + (
+        "preference_num_candidates",
+        "preference_pairs_per_sample",
+        "pair_selection",
+        "dpo_beta",
+        "reference_free",
+        "collaboration_mode",
+    )
+    timing_idle_throughput = True
 
     @classmethod
     def supports_multi_process(cls) -> bool:
@@ -61,86 +88,32 @@ class PreferenceTrainerBase(TrainerBase):
         """The preference trainers replicate their agents (DDP-style) only."""
         return "the preference trainers do not shard their agents"
 
-    def __init__(
-        self,
-        agent_model=None,
-        agents=None,
-        num_agents: int | None = 2,
-        tokenizer=None,
-        model_config=None,
-        train_dataset=None,
-        eval_dataset=None,
-        dataset_type=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        external_transition=None,
-        wandb_config=None,
-        eval_logger=None,
-        eval_aggregator=None,
-        args=None,
-        *,
-        centralized_comparator_adapter=None,
-        model=None,
-    ):
-        if model is not None and agent_model is None:
-            agent_model = model  # older CoMLRL spelling
-        if args is None:
-            args = self.default_config_cls()
+    def setup(self, inputs: PreferenceInputs) -> None:
+        """Check the config, rewrite a centralized run as one actor, then build the actors."""
+        args = inputs.args if inputs.args is not None else self.default_config_cls()
         if not isinstance(args, self.default_config_cls):
             raise ValueError(
                 f"args must be a {self.default_config_cls.__name__}, got {type(args).__name__}."
             )
         adapter = check_adapter(
-            centralized_comparator_adapter
-            if centralized_comparator_adapter is not None
+            inputs.centralized_comparator_adapter
+            if inputs.centralized_comparator_adapter is not None
             else TaggedCentralizedComparatorAdapter(),
             "centralized_comparator_adapter",
         )
         self.centralized_comparator_adapter = adapter
-        self.user_formatters = formatters
-        self._model_config_arg = model_config
-        self.task_reward_func = reward_func
+        self.user_formatters = inputs.formatters
+        self._model_config_arg = inputs.model_config
+        self.task_reward_func = inputs.reward_func
         self.collaboration: CentralizedCollaboration | None = None
-        actor_args = args
+        actor_inputs = inputs.replace(args=args)
         if args.collaboration_mode == "centralized":
-            roles = args.num_agents if args.num_agents is not None else (num_agents or 2)
-            if num_agents is not None and num_agents != roles:
-                raise ValueError(
-                    f"num_agents ({num_agents}) must match args.num_agents ({roles}), the role "
-                    "count, in centralized collaboration."
-                )
-            if agents is not None and (isinstance(agents, (str, bytes)) or len(agents) != 1):
-                raise ValueError(
-                    "Centralized collaboration requires exactly one actor model (agents)."
-                )
-            if isinstance(tokenizer, (list, tuple)):
-                if len(tokenizer) != 1:
-                    raise ValueError("Centralized collaboration requires one actor tokenizer.")
-                tokenizer = tokenizer[0]
-            if reward_func is None or not callable(reward_func):
-                raise ValueError("reward_func must be a callable.")
-            self.collaboration = CentralizedCollaboration(
-                adapter,
-                build_formatters(formatters, roles),
-                roles,
-                reward_func,
-                reward_call_mode=args.reward_call_mode,
-            )
-            self.num_roles = roles
-            reward_func = self.collaboration
-            formatters = [self.collaboration.build_prompt]
-            eval_logger = self.collaboration.wrap_eval_logger(eval_logger)
-            num_agents = 1
-            # The base checks args.num_agents against the actor count (one); here it counts roles.
-            actor_args = copy.copy(args)
-            actor_args.num_agents = None
-        elif agents is not None and agent_model is None:
-            num_agents = None
-        if (
-            not self.supports_multi_process()
-            and resolve_mode(getattr(args, "distributed_mode", "auto")) != "single"
-        ):
+            actor_inputs, _, self.collaboration = centralize(inputs, args, adapter)
+            self.num_roles = self.collaboration.num_roles
+        elif inputs.agents is not None and inputs.agent_model is None:
+            check_agent_count(inputs.agents, inputs.num_agents, type(self))
+            actor_inputs = actor_inputs.replace(num_agents=None)
+        if not self.supports_multi_process() and resolve_mode(args.distributed_mode) != "single":
             # Refused before any model is loaded.
             raise ValueError(
                 f"{self.algorithm_name} runs in one process; this trainer does not train under "
@@ -149,25 +122,12 @@ class PreferenceTrainerBase(TrainerBase):
                 "works: parallel_training='mp'), or set distributed_mode='single'."
             )
         self._validate_before_loading(
-            args, agent_model=agent_model, agents=agents, num_agents=num_agents
+            args,
+            agent_model=inputs.agent_model,
+            agents=inputs.agents,
+            num_agents=actor_inputs.num_agents,
         )
-        self._init_common(
-            args=actor_args,
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=num_agents,
-            tokenizer=tokenizer,
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            reward_func=reward_func,
-            reward_processor=reward_processor,
-            formatters=formatters,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_logger=eval_logger,
-            eval_aggregator=eval_aggregator,
-        )
+        super().setup(actor_inputs)
         self.args = self.global_args = args
         if not args.reference_free and args.reference_devices is not None:
             plan_devices("mp", args.reference_devices, self.num_agents, "reference_devices")
@@ -175,19 +135,13 @@ class PreferenceTrainerBase(TrainerBase):
             self.num_roles = self.num_agents
         # Rewards are scored raw (for the distribution logger) and processed here.
         self.reward_caller = RewardCaller(
-            reward_func, num_agents=self.num_agents, call_mode=args.reward_call_mode
+            self.reward_func, num_agents=self.num_agents, call_mode=args.reward_call_mode
         )
-        self.dataset_type = dataset_type
-        sections = (wandb_config or {}).get("config_sections") or {}
-        self.verbose = bool((sections.get("output") or {}).get("verbose", True))
-        self.logger = None
         seed = args.seed if args.seed is not None else 0
         self.pair_rng = random.Random(seed)
         self.order_seed = seed
         self.units_done = 0
         self.prepared_stage: int | None = None
-        self._last_train_log_step = -1
-        self.skipped_nonfinite = 0
         self.cursor = (0, 0)
 
     # ------------------------------------------------------------------ hooks
@@ -210,10 +164,6 @@ class PreferenceTrainerBase(TrainerBase):
                     f"reference_model_name={name!r} cannot be found (not a local model directory "
                     f"nor a reachable hub id): {exc}"
                 ) from exc
-
-    def num_stages(self) -> int:
-        """How many stages (epochs or iterations) a run has."""
-        return self.args.num_train_epochs
 
     def _prepare_stage(self, stage: int) -> bool:
         """Build the data stage ``stage`` trains on; return True when data was sampled (a
@@ -481,185 +431,71 @@ class PreferenceTrainerBase(TrainerBase):
         # Every preference training record carries the same keys: 0.0 when nothing was timed.
         return self.timing.drain(idle_throughput=True)
 
-    def log_metrics(
-        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
-    ) -> None:
-        """As the core's; every training record (not evaluation's) also carries the timings
-        since the previous training record (:meth:`take_timings`)."""
-        if not self.timing.evaluating:
-            metrics = {**metrics, **self.take_timings()}
-        super().log_metrics(metrics, step, reduce=reduce)
-
-    # ------------------------------------------------------------------ logging helpers
-    def _should_log(self, step: int) -> bool:
-        a = self.args
-        if (
-            a.logging_steps <= 1
-            or self._last_train_log_step < 0
-            or step - self._last_train_log_step >= a.logging_steps
-        ):
-            self._last_train_log_step = step
-            return True
-        return False
-
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()
-        a = self.args
-        for key in (
-            "preference_num_candidates",
-            "preference_pairs_per_sample",
-            "pair_selection",
-            "dpo_beta",
-            "reference_free",
-            "collaboration_mode",
-        ):
-            cfg[key] = getattr(a, key)
         if self.collaboration is not None:
             cfg.update(num_roles=self.num_roles, num_actor_models=1)
         return cfg
 
-    # ------------------------------------------------------------------ the loop
-    def _eval_due_now(self) -> bool:
+    # ------------------------------------------------------------------ the contract
+    def prepare(self, stage: int):
+        """Build the stage's data (once: restored data is not sampled again) and its units; a
+        stage that sampled data asks for a checkpoint right away."""
+        sampled = False
+        if self.prepared_stage != stage:
+            sampled = self._prepare_stage(stage)
+            self.prepared_stage = stage
+        return units_of(self._stage_units(stage), "preference_data" if sampled else None)
+
+    def run_unit(self, unit) -> None:
+        """Run one unit of training (see :meth:`_run_unit`), counting the training ones."""
+        self._run_unit(unit)
+        if self._unit_trains(unit):
+            self.units_done += 1
+
+    def _run_unit(self, unit) -> None:
+        """By default a unit is one collect/update round (a DPO update, say)."""
+        loop.run_unit(self, unit)
+
+    def eval_due(self, unit) -> bool:
+        """Evaluate before every ``eval_interval``-th training unit."""
         every = self.args.eval_interval
         if not every or self.eval_dataset is None or self.args.eval_num_samples == 0:
             return False
-        return self.units_done % every == 0
+        return self._unit_trains(unit) and self.units_done % every == 0
 
-    def train(
-        self,
-        resume_from_checkpoint: str | None = None,
-        checkpoint_dir: str | None = None,
-        checkpoint_interval: int = 1,
-        checkpoint_total_limit: int | None = None,
-        checkpoint_every_batches: int | None = None,
-        **generation_kwargs,
-    ) -> None:
-        """Run every stage. Checkpoint arguments behave as in the other trainers, with a stage
-        in place of an epoch and a unit (one update or RL batch) in place of a batch; a
-        checkpoint is also written right after each stage's preference data is sampled.
-
-        Extra keyword arguments go to ``model.generate`` when candidates are sampled.
-        """
-        from comlrl.core.checkpoint.rng import preserved_rng
-        from comlrl.core.checkpoint.session import CheckpointSession
-
-        session = CheckpointSession(
-            self,
-            resume_from_checkpoint,
-            checkpoint_dir,
-            checkpoint_interval,
-            checkpoint_total_limit,
-            checkpoint_every_batches=checkpoint_every_batches,
-        )
-        self.get_train_dataloader()
-        self.generation_kwargs = dict(generation_kwargs)
-        logger = self._ensure_logger()
-        logger.reopen()
-        self.cursor = (0, 0)
-        self.global_batch = 0
-        self.interrupted = False
-        self._training_complete = False
-        self.last_checkpoint = None
-        self._units = None
-        start_stage, start_pos = session.restore()
-        if session.fresh and self.args.seed is not None:
-            seed_everything(self.args.seed + self.dist.rank)
-        with preserved_rng():  # opening W&B must not change the training trajectory
-            logger.start_wandb(resume_id=session.wandb_run_id)
-        total = self.num_stages()
-        try:
-            with self._stop_on_signals():
-                for stage in range(start_stage, total):
-                    self.epoch = stage
-                    pos = start_pos if stage == start_stage else 0
-                    self.cursor = (stage, pos)
-                    if self.prepared_stage != stage:
-                        sampled = self._prepare_stage(stage)
-                        self.prepared_stage = stage
-                        if sampled:
-                            # Sampling preference data is the expensive part: keep it. It counts
-                            # as a batch of work, so the save is not mistaken for a repeat.
-                            self.global_batch += 1
-                            session.save("preference_data")
-                    self._units = self._stage_units(stage)
-                    bar = self._progress(len(self._units), stage)
-                    bar.update(pos)
-                    for index in range(pos, len(self._units)):
-                        unit = self._units[index]
-                        trains = self._unit_trains(unit)
-                        if trains and self._eval_due_now() and self.is_main_process:
-                            self.evaluate()
-                        self._run_unit(unit)
-                        if trains:
-                            self.units_done += 1
-                        self.global_batch += 1
-                        self.cursor = (stage, index + 1)
-                        bar.update(1)
-                        self._update_progress(bar)
-                        if self._stop_requested:
-                            bar.close()
-                            self._stop_after_signal(session)
-                            return
-                        session.after_batch()
-                    bar.close()
-                    self._finish_stage(stage)
-                    self._units = None
-                    self.cursor = (stage + 1, 0)
-                    session.after_epoch(last=stage + 1 == total)
-        except BaseException:
-            logger.close(finish_wandb=False)
-            raise
-        self.last_checkpoint = session.last_path
-        self._training_complete = True
-        logger.close(finish_wandb=False)
-        self.logger_closed = True
-        barrier(self.dist)  # every rank returns once rank 0's last checkpoint is written
+    def end_stage(self, stage: int) -> None:
+        self._finish_stage(stage)
 
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, units of the current stage) for checkpoint cursor checks; the unit count is
         None until the stage's data exists."""
-        units = getattr(self, "_units", None)
+        units = self.stage_units
         return self.num_stages(), None if units is None else len(units)
 
-    def _progress(self, total: int, epoch: int):
-        from tqdm.auto import tqdm
-
-        return tqdm(
-            total=total,
-            desc=f"{self.algorithm_name} {self._stage_name()} {epoch + 1}/{self.num_stages()}",
-            unit="step",
-            disable=not getattr(self, "verbose", True) or not self.is_main_process,
-            dynamic_ncols=True,
-        )
-
-    def _stage_name(self) -> str:
-        return "epoch"
-
     # ------------------------------------------------------------------ resumable state
-    def _family_state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         rng = self.pair_rng.getstate()
-        state = {
-            "kind": self.checkpoint_kind,
-            "units_done": self.units_done,
-            "prepared_stage": self.prepared_stage,
-            "last_train_log_step": self._last_train_log_step,
-            "skipped_nonfinite": self.skipped_nonfinite,
-            "pair_rng": [rng[0], list(rng[1]), rng[2]],
-        }
+        state = super().state_dict()
+        state.update(
+            kind=self.checkpoint_kind,
+            units_done=self.units_done,
+            prepared_stage=self.prepared_stage,
+            pair_rng=[rng[0], list(rng[1]), rng[2]],
+        )
         if self.collaboration is not None:
             state["parse_failures"] = self.collaboration.parse_failures
             state["parsed"] = self.collaboration.parsed
         return state
 
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != self.checkpoint_kind:
             raise ValueError(
                 f"checkpoint holds a {state.get('kind')!r} run, not {self.checkpoint_kind!r}."
             )
+        super().load_state_dict(state)
         self.units_done = int(state["units_done"])
         self.prepared_stage = state["prepared_stage"]
-        self._last_train_log_step = int(state["last_train_log_step"])
-        self.skipped_nonfinite = int(state["skipped_nonfinite"])
         rng = state["pair_rng"]
         self.pair_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         if self.collaboration is not None:

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from comlrl.core.centralized import CentralizedCollaboration
-from comlrl.core.rollout.generation import SamplingParams, generate_samples
+from comlrl.core.rollout.backend import HFBackend
+from comlrl.core.rollout.generation import SamplingParams
 from comlrl.pbrl.api import ApiClient
 
 
@@ -83,21 +84,14 @@ class PolicyComparator(Comparator):
         self.tokenizers = list(tokenizers)
         self.keeps_ids = list(keeps_ids)
         self.owned = owned
-        self.budget = max_sequences_per_call
+        self.backend = HFBackend(self.models, self.tokenizers, max_sequences_per_call)
 
     def generate(self, items, actor_prompts, num_samples, params, seed):
         devices = [next(m.parameters()).device for m in self.models]
         out = []
         with seeded(seed, devices):
             for i, prompts in enumerate(actor_prompts):
-                samples = generate_samples(
-                    self.models[i],
-                    self.tokenizers[i],
-                    prompts,
-                    num_samples,
-                    params,
-                    max_sequences_per_call=self.budget,
-                )
+                samples = self.backend.generate(i, prompts, num_samples, params)
                 out.append(
                     [
                         Candidates(list(s.texts), [list(c) for c in s.completion_ids])
@@ -111,6 +105,7 @@ class PolicyComparator(Comparator):
     def close(self) -> None:
         if self.owned:
             self.models = []
+            self.backend = None
 
 
 # A joint writer: (joint prompts, M, params, seed, items) -> one Candidates per item.
@@ -160,12 +155,11 @@ class CentralizedComparator(Comparator):
 
 def local_writer(model, tokenizer, budget: int | None, keeps_ids: bool) -> JointWriter:
     """A joint writer backed by a local model (token ids kept when vocabularies match)."""
+    backend = HFBackend([model], [tokenizer], budget)
 
     def write(prompts, num_samples, params, seed, items):
         with seeded(seed, [next(model.parameters()).device]):
-            samples = generate_samples(
-                model, tokenizer, prompts, num_samples, params, max_sequences_per_call=budget
-            )
+            samples = backend.generate(0, prompts, num_samples, params)
         return [
             Candidates(list(s.texts), [list(c) for c in s.completion_ids] if keeps_ids else None)
             for s in samples

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from comlrl.core.algos import register_preference_loss
+
 
 @dataclass
 class DPOOutput:
@@ -68,6 +70,7 @@ def actor_margins(
     return out
 
 
+@register_preference_loss("sigmoid")
 def joint_dpo_loss(
     chosen: Sequence[torch.Tensor],
     rejected: Sequence[torch.Tensor],

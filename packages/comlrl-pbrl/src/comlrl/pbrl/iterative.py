@@ -34,6 +34,7 @@ from comlrl.core.models import ensure_pad_token, freeze_model, load_causal_lm
 from comlrl.core.rewards.ranges import get_reward_range
 from comlrl.pbrl import drift
 from comlrl.pbrl.api import ApiClient, ApiSettings
+from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.comparators import (
     ApiComparator,
     CentralizedComparator,
@@ -63,6 +64,14 @@ def _is_name(value: Any) -> bool:
 
 class IterativeMixin:
     """The iteration loop shared by MADPOIter and MARLHFIter (see the module docstring)."""
+
+    run_config_keys = PreferenceTrainerBase.run_config_keys + (
+        "num_iterations",
+        "comparator_policy",
+        "comparator_generation_mode",
+        "preference_replay_mode",
+        "comparator_num_candidates",
+    )
 
     # ------------------------------------------------------------------ construction
     def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
@@ -370,7 +379,7 @@ class IterativeMixin:
     def num_stages(self) -> int:
         return self.args.num_iterations
 
-    def _stage_name(self) -> str:
+    def stage_name(self) -> str:
         return "iteration"
 
     def _prepare_stage(self, stage: int) -> bool:
@@ -465,28 +474,15 @@ class IterativeMixin:
 
                 step = max(self.env_step, self.logger.last_step)
                 sink.write(drift.wandb_plots(record, wandb.Html), step)
-        self.log_metrics(metrics)
+        self.log_record(metrics)
 
     def _finish_stage(self, stage: int) -> None:
         if self.snapshots_enabled:
             self._save_snapshot(snapshot_name(stage + 1))
 
-    def run_config(self) -> dict[str, Any]:
-        cfg = super().run_config()
-        a = self.args
-        for key in (
-            "num_iterations",
-            "comparator_policy",
-            "comparator_generation_mode",
-            "preference_replay_mode",
-            "comparator_num_candidates",
-        ):
-            cfg[key] = getattr(a, key)
-        return cfg
-
     # ------------------------------------------------------------------ resumable state
-    def _family_state_dict(self) -> dict[str, Any]:
-        state = super()._family_state_dict()
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
         state["iteration_pairs"] = [p.to_record() for p in self.iteration_pairs]
         state["comparator_calls"] = self.comparator_calls
         state["replay"] = self.replay.state_dict()
@@ -496,8 +492,8 @@ class IterativeMixin:
             state["comparator_parsed"] = self._splitter.parsed
         return state
 
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        super()._load_family_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self.iteration_pairs = [PreferencePair.from_record(r) for r in state["iteration_pairs"]]
         self.comparator_calls = int(state["comparator_calls"])
         self.replay.load_state_dict(state["replay"])
@@ -519,9 +515,9 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
     default_config_cls = MADPOIterConfig
     checkpoint_kind = "madpo_iter"
 
-    @functools.wraps(MADPOTrainer.__init__)
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def setup(self, inputs) -> None:
+        """MADPO's set-up, then the comparators, replay and drift logging."""
+        super().setup(inputs)
         self._init_iterative()
 
     def _train_on_selected(self, selected: list[PreferencePair]) -> None:
@@ -538,8 +534,9 @@ class MADPOIterTrainer(IterativeMixin, MADPOTrainer):
             units += [("dpo", b) for b in self.dpo_units(self.iteration_pairs, key)]
         return units
 
-    def _run_unit(self, unit) -> None:
-        self._dpo_unit(self.rank_share([self.iteration_pairs[i] for i in unit[1]]))
+    def collect(self, unit) -> list[PreferencePair]:
+        """This rank's share of the unit's pairs of the current iteration."""
+        return self.rank_share([self.iteration_pairs[i] for i in unit[1]])
 
 
 class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
@@ -552,11 +549,12 @@ class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
 
     algorithm_name = "MARLHFIter"
     default_config_cls = MARLHFIterConfig
+    run_config_keys = IterativeMixin.run_config_keys + ("rl_algorithm",)
     checkpoint_kind = "marlhf_iter"
 
-    @functools.wraps(MARLHFTrainer.__init__)
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def setup(self, inputs) -> None:
+        """MARLHF's set-up, then the comparators, replay and drift logging."""
+        super().setup(inputs)
         self._init_iterative()
 
     def _init_iterative(self) -> None:

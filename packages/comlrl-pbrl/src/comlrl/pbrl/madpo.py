@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from comlrl.core.optim import build_adamw
+from comlrl.core import algos
+from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
-from comlrl.pbrl.dpo import DPOOutput, joint_dpo_loss
+from comlrl.pbrl.dpo import DPOOutput
 from comlrl.pbrl.pair_batches import distinct_rows, pair_groups, row_logps
 from comlrl.pbrl.pairs import PreferencePair
 
@@ -82,7 +83,7 @@ class DPOMixin:
                     )
                     chosen.append(values[rows.winner_rows])
                     rejected.append(values[rows.loser_rows])
-                part = joint_dpo_loss(
+                part = algos.get("preference_loss", "sigmoid", "preference_loss")(
                     chosen,
                     rejected,
                     a.dpo_beta,
@@ -109,44 +110,29 @@ class DPOMixin:
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
         out = self.compute_dpo_loss(pairs, backward=True)
-        if not torch.isfinite(out.loss):
-            for opt in self.optimizers:
-                opt.zero_grad(set_to_none=True)
-            if a.nonfinite_loss == "skip":
-                self.skipped_nonfinite += 1
-                warnings.warn(
-                    f"Skipping a non-finite DPO loss ({self.skipped_nonfinite} skipped so far).",
-                    stacklevel=2,
-                )
-                return None
-            raise FloatingPointError(
-                f"Non-finite DPO loss ({out.loss.item()}); set nonfinite_loss='skip' to skip "
-                "such batches instead."
-            )
+        if not loss_is_usable(self, out.loss, "DPO loss", self.optimizers):
+            return None
         metrics = out.metrics(a.dpo_beta)
         for i in self._stepping:
             # Every rank passes all parameters, so the gradient all-reduce lines up.
-            self.sync_gradients(self.agents[i].parameters())
-            params = [p for p in self.agents[i].parameters() if p.grad is not None]
-            if params:
-                max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf
-                norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-                metrics[f"agent_{i}/grad_norm"] = float(norm)
-            self.optimizers[i].step()
+            norm = apply_step(self, self.agents[i].parameters(), self.optimizers[i], agent=i)
+            if not math.isnan(norm):
+                metrics[f"agent_{i}/grad_norm"] = norm
         self.updates_seen += 1
         return metrics
 
-    def _dpo_unit(self, pairs: Sequence[PreferencePair]) -> None:
+    def update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
+        """One DPO update on this rank's share of a unit's pairs; returns its metrics (None
+        when a non-finite loss was skipped)."""
         a = self.args
-        with self.timed("update"):
-            metrics = self.dpo_update(pairs)
+        metrics = self.dpo_update(pairs)
         if a.use_environment_step:
             # Each rank trains on an equal share of the update's pairs.
             self.env_step += a.environment_steps_per_pair * len(pairs) * self.dist.world_size
         else:
             self.env_step += 1
-        if metrics is None or not self._should_log(self.env_step):
-            return
+        if metrics is None:
+            return None
         metrics["pairs/winner_reward_mean"] = float(np.mean([p.winner_reward for p in pairs]))
         metrics["pairs/loser_reward_mean"] = float(np.mean([p.loser_reward for p in pairs]))
         metrics["pairs/candidate_reward_mean"] = float(
@@ -154,7 +140,7 @@ class DPOMixin:
         )
         metrics["dpo/skipped_nonfinite"] = float(self.skipped_nonfinite)
         self._last_reward_mean = metrics["dpo/accuracy"]
-        self.log_metrics(metrics)
+        return metrics
 
     def epoch_order(self, num_pairs: int, epoch: int) -> list[int]:
         """The shuffled pair order of ``epoch``: a function of the seed and the epoch only, so
@@ -225,48 +211,9 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
     default_config_cls = MADPOConfig
     checkpoint_kind = "madpo"
 
-    def __init__(
-        self,
-        agent_model=None,
-        agents=None,
-        num_agents: int | None = 2,
-        tokenizer=None,
-        model_config=None,
-        train_dataset=None,
-        eval_dataset=None,
-        dataset_type=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        external_transition=None,
-        wandb_config=None,
-        eval_logger=None,
-        eval_aggregator=None,
-        args=None,
-        *,
-        centralized_comparator_adapter=None,
-        model=None,
-    ):
-        super().__init__(
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=num_agents,
-            tokenizer=tokenizer,
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            dataset_type=dataset_type,
-            reward_func=reward_func,
-            reward_processor=reward_processor,
-            formatters=formatters,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_logger=eval_logger,
-            eval_aggregator=eval_aggregator,
-            args=args,
-            centralized_comparator_adapter=centralized_comparator_adapter,
-            model=model,
-        )
+    def setup(self, inputs) -> None:
+        """The preference base's set-up, then the DPO optimizers."""
+        super().setup(inputs)
         self._init_dpo()
         self.preference_pairs: list[PreferencePair] | None = None
 
@@ -284,17 +231,18 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
         if not pairs:
             self._warn_no_pairs()
         self.preference_pairs = pairs
-        self.log_metrics(stats)
+        self.log_record(stats)
         return True
 
     def _stage_units(self, stage: int) -> list[list[int]]:
         return self.dpo_units(self.preference_pairs or [], stage)
 
-    def _run_unit(self, unit: list[int]) -> None:
-        self._dpo_unit(self.rank_share([self.preference_pairs[i] for i in unit]))
+    def collect(self, unit: list[int]) -> list[PreferencePair]:
+        """This rank's share of the unit's pairs."""
+        return self.rank_share([self.preference_pairs[i] for i in unit])
 
-    def _family_state_dict(self) -> dict[str, Any]:
-        state = super()._family_state_dict()
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
         state["updates_seen"] = self.updates_seen
         state["preference_pairs"] = (
             None
@@ -303,8 +251,8 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
         )
         return state
 
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        super()._load_family_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self.updates_seen = int(state["updates_seen"])
         pairs = state["preference_pairs"]
         self.preference_pairs = (

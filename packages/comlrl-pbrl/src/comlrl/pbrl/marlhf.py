@@ -10,18 +10,19 @@ same agent objects, and its training steps are driven from here: one logger, one
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import random
 import time
 from typing import Any
 
 import torch
 
-from comlrl.core.distributed import all_reduce_sum, shard_range
+from comlrl.core import loop
+from comlrl.core.distributed import all_reduce_sum
+from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.models import ensure_pad_token
 from comlrl.core.optim import build_adamw
 from comlrl.core.registry import PROVIDERS, load_algorithm
-from comlrl.pbrl.base import PreferenceTrainerBase
+from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.reward_model import (
@@ -34,6 +35,15 @@ from comlrl.pbrl.reward_model import (
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
+
+
+@dataclasses.dataclass
+class RLHFInputs(PreferenceInputs):
+    """The preference inputs plus what an actor-critic RL phase takes."""
+
+    metrics_callback: Any = None
+    critic_model: Any = None
+    critics: Any = None
 
 
 class TrainerDataParallel(DataParallel):
@@ -174,7 +184,8 @@ class RLHFMixin:
 
     def _build_rl_trainer(self, metrics_callback, critics):
         cls = self.rl_trainer_cls
-        kwargs: dict[str, Any] = dict(
+        fields = {f.name for f in dataclasses.fields(cls.inputs_cls)}
+        values: dict[str, Any] = dict(
             agents=list(self.agents),
             num_agents=self.num_agents,
             tokenizer=list(self.tokenizers),
@@ -183,19 +194,18 @@ class RLHFMixin:
             reward_func=self.rm_reward,
             formatters=list(self.formatters),
             args=self._rl_config(),
-            metrics_callback=metrics_callback,
         )
-        if self._critic_source is not None:
-            kwargs["critic_model"] = self._critic_source
-        if critics is not None:
-            kwargs["critics"] = critics
-        accepted = inspect.signature(cls.__init__).parameters
-        takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
-        dropped = [k for k in ("critic_model", "critics") if k in kwargs and k not in accepted]
-        if dropped and not takes_any:
-            raise ValueError(f"rl_algorithm={self.args.rl_algorithm!r} takes no {dropped[0]}.")
-        kwargs = {k: v for k, v in kwargs.items() if k in accepted or takes_any}
-        trainer = cls(**kwargs)
+        extras = dict(metrics_callback=metrics_callback, critic_model=self._critic_source)
+        extras["critics"] = critics
+        for key, value in extras.items():
+            if value is None:
+                continue
+            if key not in fields:
+                if key == "metrics_callback":
+                    continue  # a callback for actor-critic RL phases only
+                raise ValueError(f"rl_algorithm={self.args.rl_algorithm!r} takes no {key}.")
+            values[key] = value
+        trainer = cls.from_inputs(cls.inputs_cls(**values))
         trainer.verbose = False
         return trainer
 
@@ -217,7 +227,7 @@ class RLHFMixin:
             now = time.perf_counter()
             self.add_timing("update", now - clock[0])
             clock[0] = now
-            self.log_metrics(epoch_metrics)
+            self.log_record(epoch_metrics)
 
         metrics = train_reward_model(
             data_parallel=TrainerDataParallel(self),
@@ -269,21 +279,17 @@ class RLHFMixin:
         inner.logger = self._ensure_logger()
         inner.env_step = self.env_step
         inner.epoch = self.epoch
+        inner.generation_kwargs = self.generation_kwargs
         try:
             if kind == "batch":
                 data = self.get_train_dataloader()
                 world = self.dist.world_size
                 size = max(1, inner.items_per_batch()) * world
                 count = min(size, len(data) - len(data) % world - start)
-                begin, end = shard_range(start, count, self.dist)
-                inner._rollout_offset = begin  # global item indices (env steps, seeding)
-                try:
-                    inner._train_batch([data[i] for i in range(begin, end)], self.generation_kwargs)
-                finally:
-                    inner._rollout_offset = None
-                self._last_reward_mean = getattr(inner, "_last_reward_mean", None)
+                inner.run_unit(loop.materialize(inner, loop.ItemBatch(start, count)))
+                self._last_reward_mean = inner.latest_reward_mean
             else:
-                inner._end_epoch()
+                loop.finish_stage(inner, self.epoch)
         finally:
             self.env_step = inner.env_step
 
@@ -307,7 +313,7 @@ class RLHFMixin:
             "reward_model_trained": self.reward_model_trained,
             "reward_model_metrics": dict(self.reward_model_metrics),
             "rm_rng": [rng[0], list(rng[1]), rng[2]],
-            "rl": self.rl_trainer._family_state_dict(),
+            "rl": self.rl_trainer.state_dict(),
             "rl_env_step": self.rl_trainer.env_step,
         }
 
@@ -316,7 +322,7 @@ class RLHFMixin:
         self.reward_model_metrics = dict(state["reward_model_metrics"])
         rng = state["rm_rng"]
         self.rm_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
-        self.rl_trainer._load_family_state_dict(state["rl"])
+        self.rl_trainer.load_state_dict(state["rl"])
         self.rl_trainer.env_step = int(state["rl_env_step"])
 
 
@@ -341,53 +347,21 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     default_config_cls = MARLHFConfig
     checkpoint_kind = "marlhf"
 
-    def __init__(
-        self,
-        agent_model=None,
-        agents=None,
-        num_agents: int | None = 2,
-        tokenizer=None,
-        model_config=None,
-        train_dataset=None,
-        eval_dataset=None,
-        dataset_type=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        external_transition=None,
-        wandb_config=None,
-        eval_logger=None,
-        eval_aggregator=None,
-        args=None,
-        metrics_callback=None,
-        critic_model=None,
-        critics=None,
-        *,
-        centralized_comparator_adapter=None,
-        model=None,
-    ):
-        self._rlhf_inputs = dict(critic_model=critic_model, critics=critics)
-        super().__init__(
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=num_agents,
-            tokenizer=tokenizer,
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            dataset_type=dataset_type,
-            reward_func=reward_func,
-            reward_processor=reward_processor,
-            formatters=formatters,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_logger=eval_logger,
-            eval_aggregator=eval_aggregator,
-            args=args,
-            centralized_comparator_adapter=centralized_comparator_adapter,
-            model=model,
-        )
-        self._init_rlhf(metrics_callback=metrics_callback, critics=critics)
+    inputs_cls = RLHFInputs
+    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
+    __init__ = compat_constructor(
+        signature_of(
+            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
+            keyword_only=("centralized_comparator_adapter", "model"),
+        ),
+        RLHFInputs,
+    )
+
+    def setup(self, inputs: RLHFInputs) -> None:
+        """The preference base's set-up, then the reward model and the RL trainer."""
+        self._rlhf_inputs = dict(critic_model=inputs.critic_model, critics=inputs.critics)
+        super().setup(inputs)
+        self._init_rlhf(metrics_callback=inputs.metrics_callback, critics=inputs.critics)
         self.preference_pairs: list[PreferencePair] | None = None
         self.num_preference_pairs = 0
         self.pairs_sampled = False
@@ -400,11 +374,6 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
             args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
         )
 
-    def run_config(self) -> dict[str, Any]:
-        cfg = super().run_config()
-        cfg["rl_algorithm"] = self.args.rl_algorithm
-        return cfg
-
     def _prepare_stage(self, stage: int) -> bool:
         if self.pairs_sampled:
             return False
@@ -413,7 +382,7 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
         items = self.rank_share(list(self.get_train_dataloader()))
         pairs, stats = self.build_policy_pairs(items, params)
         pairs, stats = self.gather_pairs(pairs, stats, len(items))
-        self.log_metrics(stats)
+        self.log_record(stats)
         self.preference_pairs = pairs
         self.num_preference_pairs = len(pairs)
         self.pairs_sampled = True
@@ -434,15 +403,15 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     def _unit_trains(self, unit) -> bool:
         return unit[0] == "batch"
 
-    def _family_state_dict(self) -> dict[str, Any]:
-        state = super()._family_state_dict()
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
         state.update(self._rlhf_state())
         state["num_preference_pairs"] = self.num_preference_pairs
         state["pairs_sampled"] = self.pairs_sampled
         return state
 
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        super()._load_family_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self._load_rlhf_state(state)
         self.num_preference_pairs = int(state["num_preference_pairs"])
         self.pairs_sampled = bool(state["pairs_sampled"])

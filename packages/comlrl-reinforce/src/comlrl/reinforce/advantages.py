@@ -12,24 +12,42 @@ from collections.abc import Sequence
 
 import torch
 
-STD_FLOOR = 1e-6
+from comlrl.core import algos
+from comlrl.core.algos import register_advantage
+from comlrl.core.stats import STD_FLOOR, zscore
+
+
+@register_advantage("mean")
+def mean_baseline(r: torch.Tensor) -> torch.Tensor:
+    """GRPO: ``R - mean(R)`` over the group."""
+    return r - r.mean()
+
+
+@register_advantage("raw")
+def no_baseline(r: torch.Tensor) -> torch.Tensor:
+    """REINFORCE: the returns themselves."""
+    return r.clone()
+
+
+@register_advantage("max")
+def max_baseline(r: torch.Tensor) -> torch.Tensor:
+    """ReMax-style: ``R - max(R)`` over the group (the best sample gets 0)."""
+    return r - r.max()
+
+
+@register_advantage("rloo")
+def leave_one_out_baseline(r: torch.Tensor) -> torch.Tensor:
+    """RLOO: ``R_k - mean(R_j, j != k)``; a group of one falls back to the mean baseline."""
+    k = r.numel()
+    if k <= 1:
+        return r - r.mean()
+    return (k * r - r.sum()) / (k - 1)
 
 
 def baseline_advantages(returns: Sequence[float], mode: str) -> torch.Tensor:
-    """``R - b`` for one group of sibling returns."""
+    """``R - b`` for one group of sibling returns, ``b`` from the registered ``mode``."""
     r = torch.as_tensor(list(returns), dtype=torch.float64)
-    k = r.numel()
-    if mode == "mean":
-        return r - r.mean()
-    if mode == "raw":
-        return r.clone()
-    if mode == "max":
-        return r - r.max()
-    if mode == "rloo":
-        if k <= 1:
-            return r - r.mean()
-        return (k * r - r.sum()) / (k - 1)
-    raise ValueError(f"advantage_mode must be one of mean, raw, max, rloo; got {mode!r}.")
+    return algos.get("advantage", mode, "advantage_mode")(r)
 
 
 def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> torch.Tensor:
@@ -44,16 +62,6 @@ def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> to
 def batch_normalize(
     advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
 ) -> torch.Tensor:
-    """Z-score over a whole update batch (REINFORCE++ style).
-
-    ``moments`` (mean, population std, count) replaces the batch's own statistics: in a
-    multi-process run they are pooled over every rank's share of the batch.
-    """
-    if moments is not None:
-        mean, std, count = moments
-        if count <= 1:
-            return advantages - mean
-        return (advantages - mean) / max(std, STD_FLOOR)
-    if advantages.numel() <= 1:
-        return advantages - advantages.mean()
-    return (advantages - advantages.mean()) / advantages.std(unbiased=False).clamp(min=STD_FLOOR)
+    """Z-score over a whole update batch (REINFORCE++ style); see :func:`comlrl.core.stats.zscore`
+    for ``moments`` and the edge rule."""
+    return zscore(advantages, moments)

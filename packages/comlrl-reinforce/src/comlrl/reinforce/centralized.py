@@ -8,19 +8,18 @@ the centralized baseline against decentralized MAGRPO, where every role has its 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from comlrl.core.centralized import (
-    CentralizedCollaboration,
     CentralizedComparatorAdapter,
     CentralizedComparatorParseError,
     TaggedCentralizedComparatorAdapter,
+    centralize,
     check_adapter,
 )
 from comlrl.core.config.validation import check_optional_int, normalize_choice
-from comlrl.core.rollout.formatters import build_formatters
+from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.reinforce.config import MAGRPOConfig
 from comlrl.reinforce.magrpo import MAGRPOTrainer
 
@@ -31,6 +30,14 @@ __all__ = [
     "CentralizedMAGRPOTrainer",
     "TaggedCentralizedComparatorAdapter",
 ]
+
+
+@dataclass
+class CentralizedInputs(TrainerInputs):
+    """The trainer inputs plus the adapter that builds the joint prompt and splits outputs."""
+
+    centralized_adapter: Any = None
+
 
 COLLABORATION_ALIASES = {"centralised": "centralized", "single_agent": "centralized"}
 
@@ -90,30 +97,18 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
     algorithm_name = "MAGRPO"
     default_config_cls = CentralizedMAGRPOConfig
 
-    def __init__(
-        self,
-        agent_model=None,
-        agents=None,
-        num_agents: int | None = None,
-        tokenizer=None,
-        model_config=None,
-        train_dataset=None,
-        eval_dataset=None,
-        dataset_type=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        external_transition=None,
-        wandb_config=None,
-        eval_logger=None,
-        eval_aggregator=None,
-        args=None,
-        *,
-        centralized_adapter: Any = None,
-        model=None,
-    ):
-        if args is None:
-            args = self.default_config_cls()
+    inputs_cls = CentralizedInputs
+    __init__ = compat_constructor(
+        signature_of(
+            [n if n != ("num_agents", 2) else "num_agents" for n in MAGRPO_STYLE],
+            keyword_only=("centralized_adapter", "model"),
+        ),
+        CentralizedInputs,
+    )
+
+    def setup(self, inputs: CentralizedInputs) -> None:
+        """Check the centralized config, then build one actor for every role."""
+        args = inputs.args if inputs.args is not None else self.default_config_cls()
         if getattr(args, "collaboration_mode", None) != "centralized":
             raise ValueError(
                 "CentralizedMAGRPOTrainer requires centralized configuration "
@@ -121,60 +116,20 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
             )
         if args.num_turns != 1:
             raise ValueError("num_turns: Centralized MAGRPO currently supports num_turns=1 only.")
-        roles = args.num_agents if args.num_agents is not None else (num_agents or 2)
-        if num_agents is not None and num_agents != roles:
-            raise ValueError(
-                f"num_agents ({num_agents}) must match args.num_agents ({roles}), the role count."
-            )
-        if agents is not None and (isinstance(agents, (str, bytes)) or len(agents) != 1):
-            raise ValueError("Centralized collaboration requires exactly one actor model (agents).")
-        if isinstance(tokenizer, (list, tuple)):
-            if len(tokenizer) != 1:
-                raise ValueError("Centralized collaboration requires one actor tokenizer.")
-            tokenizer = tokenizer[0]
-        if reward_func is None or not callable(reward_func):
-            raise ValueError("reward_func must be callable.")
         adapter = check_adapter(
-            centralized_adapter
-            if centralized_adapter is not None
+            inputs.centralized_adapter
+            if inputs.centralized_adapter is not None
             else TaggedCentralizedComparatorAdapter()
         )
-        collaboration = CentralizedCollaboration(
-            adapter,
-            build_formatters(formatters, roles),
-            roles,
-            reward_func,
-            reward_call_mode=args.reward_call_mode,
-        )
-        # The base checks args.num_agents against the actor count (one); here it counts roles.
-        actor_args = copy.copy(args)
-        actor_args.num_agents = None
-        super().__init__(
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=1,
-            tokenizer=tokenizer,
-            reward_func=collaboration,
-            formatters=[collaboration.build_prompt],
-            args=actor_args,
-            eval_logger=collaboration.wrap_eval_logger(eval_logger),
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            dataset_type=dataset_type,
-            reward_processor=reward_processor,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_aggregator=eval_aggregator,
-            model=model,
-        )
+        actor_inputs, _, collaboration = centralize(inputs, args, adapter)
+        super().setup(actor_inputs)
         # Restore the role count on the trainer's own config (in multi-process runs that copy
         # also holds this rank's share of the batch sizes, so it is kept).
-        self.args.num_agents = roles
+        self.args.num_agents = collaboration.num_roles
         self.global_args = args
         self.collaboration = collaboration
         self.centralized_adapter = adapter
-        self.num_roles = roles
+        self.num_roles = collaboration.num_roles
 
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()

@@ -3,9 +3,7 @@ reward; each agent is updated by REINFORCE with a group baseline over its K sibl
 
 from __future__ import annotations
 
-import math
 import random
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,15 +11,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from comlrl.core.devices import plan_devices
+from comlrl.core import algos
+from comlrl.core.buffer import Batch, Experience, Record
+from comlrl.core.input_checks import check_agent_count
+from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logprobs import shared_prompt_logprobs, shared_prompt_micro_batches
-from comlrl.core.optim import build_adamw
-from comlrl.core.reference import build_reference_models, sequence_kl
+from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
-from comlrl.core.sharding import clip_gradients
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import batch_normalize, group_advantages
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.losses import as_tensor, row_weights
 
 
 @dataclass
@@ -53,74 +54,23 @@ class MAGRPOTrainer(TrainerBase):
 
     algorithm_name = "MAGRPO"
     default_config_cls = MAGRPOConfig
+    __init__ = compat_constructor(signature_of(MAGRPO_STYLE + ("model",)))
 
-    def __init__(
-        self,
-        agent_model=None,
-        agents=None,
-        num_agents: int | None = 2,
-        tokenizer=None,
-        model_config=None,
-        train_dataset=None,
-        eval_dataset=None,
-        dataset_type=None,
-        reward_func=None,
-        reward_processor=None,
-        formatters=None,
-        external_transition=None,
-        wandb_config=None,
-        eval_logger=None,
-        eval_aggregator=None,
-        args=None,
-        model=None,
-    ):
-        if model is not None and agent_model is None:
-            agent_model = model  # older CoMLRL spelling
-        if args is None:
-            args = self.default_config_cls()
+    def setup(self, inputs: TrainerInputs) -> None:
+        """Check the config type, build the agents, optimizers, references and buffer."""
+        args = inputs.args if inputs.args is not None else self.default_config_cls()
         self._check_args_type(args)
-        if agents is not None and agent_model is None:
-            num_agents = None
-        self._init_common(
-            args=args,
-            agent_model=agent_model,
-            agents=agents,
-            num_agents=num_agents,
-            tokenizer=tokenizer,
-            model_config=model_config,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            reward_func=reward_func,
-            reward_processor=reward_processor,
-            formatters=formatters,
-            external_transition=external_transition,
-            wandb_config=wandb_config,
-            eval_logger=eval_logger,
-            eval_aggregator=eval_aggregator,
-        )
-        self.dataset_type = dataset_type
-        sections = (wandb_config or {}).get("config_sections") or {}
-        self.verbose = bool((sections.get("output") or {}).get("verbose", True))
+        check_agent_count(inputs.agents, inputs.num_agents, type(self))
+        if inputs.agents is not None and inputs.agent_model is None:
+            inputs = inputs.replace(num_agents=None)
+        super().setup(inputs.replace(args=args))
         a = self.args
         self.optimizers = [
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
-        self.reference_models: list = []
-        if a.reference_kl_enabled:
-            devices = (
-                plan_devices("mp", a.reference_devices, self.num_agents, "reference_devices")
-                if a.reference_devices is not None
-                else self.agent_devices
-            )
-            self.reference_models = build_reference_models(
-                self.agents, self.sources, devices, self.model_config
-            )
-        self.rollout_buffers: list[list[NodeSample]] = [[] for _ in range(self.num_agents)]
-        self.shuffle_rng = random.Random(a.seed if a.seed is not None else 0)
-        self._last_train_log_step = -1
-        self.skipped_nonfinite = 0
-        self.logger = None
+        self.reference_models = reference_models_for(self)
+        self.use_buffer(a.rollout_buffer_size, NodeSample)
 
     def _check_args_type(self, args) -> None:
         if not isinstance(args, MAGRPOConfig):
@@ -129,30 +79,23 @@ class MAGRPOTrainer(TrainerBase):
                 f"got {type(args).__name__}."
             )
 
-    # ------------------------------------------------------------------ batching
     def items_per_batch(self) -> int:
         return self.args.rollout_batch_size or self.args.rollout_buffer_size
 
-    # ------------------------------------------------------------------ one batch
-    def _train_batch(self, items: list[dict], generation_kwargs: dict) -> None:
-        a = self.args
-        params = self.sampling_params(generation_kwargs)
-        roots = self.rollout(
-            items,
-            a.num_generations,
-            params,
-            joint_mode=a.joint_mode,
-            early_termination_threshold=a.early_termination_threshold,
-            env_step_start=self.env_step,
-        )
-        nodes = [node for root in roots for node in root.walk()]
-        self.env_step = max(n.env_step for n in nodes)
+    # ------------------------------------------------------------------ collect
+    def collect(self, unit) -> Batch:
+        """Roll out the unit's items; one record per tree node, in env-step order."""
+        _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
         if self.reference_models:
             self._attach_reference_kl(per_agent)
-        rewards = [r for n in nodes for r in n.rewards]
-        self._last_reward_mean = float(np.mean(rewards))
-        self._buffer_samples(per_agent)
+        order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
+        return Batch(
+            [
+                Record([[samples[j]] for samples in per_agent], per_agent[0][j].node_env_step)
+                for j in order
+            ]
+        )
 
     def _node_sample(self, node: TreeNode, agent: int) -> NodeSample:
         return NodeSample(
@@ -182,31 +125,15 @@ class MAGRPOTrainer(TrainerBase):
                 s.reference_kls = kls[pos : pos + len(s.completion_ids)]
                 pos += len(s.completion_ids)
 
-    def _buffer_samples(self, per_agent: list[list[NodeSample]]) -> None:
-        """Feed samples step by step (env order); drain every agent whose buffer is full."""
-        order = sorted(range(len(per_agent[0])), key=lambda j: per_agent[0][j].node_env_step)
-        for j in order:
-            for i in range(self.num_agents):
-                self.rollout_buffers[i].append(per_agent[i][j])
-            if len(self.rollout_buffers[0]) >= self.args.rollout_buffer_size:
-                self._drain_buffers()
-
-    def _end_epoch(self) -> None:
-        if any(self.rollout_buffers):
-            self._drain_buffers()
-
-    def _drain_buffers(self) -> None:
-        """Update every agent from its buffer; samples leave the buffer only after success."""
-        with self.timed("update"):
-            buffers = [list(b) for b in self.rollout_buffers]
-            # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
-            seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
-            stats = self.workers.map(
-                lambda i, arg: self._update_agent(i, *arg), list(zip(buffers, seeds))
-            )
-            for i in range(self.num_agents):
-                self.rollout_buffers[i] = []
-        self._log_drain(buffers[0], stats)
+    # ------------------------------------------------------------------ update
+    def update(self, experience: Experience) -> dict[str, float]:
+        """Update every agent from its share of a full buffer (concurrently in mp mode)."""
+        # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
+        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
+        stats = self.workers.map(
+            lambda i, arg: self._update_agent(i, *arg), list(zip(experience.samples, seeds))
+        )
+        return self._metrics(experience.samples[0], stats)
 
     # ------------------------------------------------------------------ the update
     def _update_agent(self, agent: int, samples: list[NodeSample], seed: int) -> dict[str, float]:
@@ -256,18 +183,18 @@ class MAGRPOTrainer(TrainerBase):
         micro-batch, gradients accumulated)."""
         a = self.args
         advs = self.advantages_for(batch)
-        prompts, comps, weights = [], [], []
+        prompts, comps, adv_rows, sizes = [], [], [], []
         for s, adv in zip(batch, advs):
-            k = len(s.completion_ids)
             for c, av in zip(s.completion_ids, adv.tolist()):
                 prompts.append(s.prompt_ids)
                 comps.append(c)
-                w = av / (k * len(batch))
-                if a.loss_length_normalization == "token_mean":
-                    w /= max(1, len(c))
-                elif a.loss_length_normalization == "constant":
-                    w /= a.max_new_tokens
-                weights.append(w)
+                adv_rows.append(av)
+                sizes.append(len(s.completion_ids))
+        lengths = [len(c) for c in comps]
+        weights = row_weights(
+            lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
+        )
+        policy_loss = algos.get("policy_loss", "reinforce", "policy_loss")
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -277,46 +204,24 @@ class MAGRPOTrainer(TrainerBase):
             lp = shared_prompt_logprobs(
                 model, [prompts[i] for i in idx], [comps[i] for i in idx], pad
             )
-            w = torch.tensor(
-                [weights[i] for i in idx], dtype=torch.float32, device=lp.values.device
+            device = lp.values.device
+            loss, _ = policy_loss(
+                lp,
+                None,
+                as_tensor([adv_rows[i] for i in idx], device),
+                as_tensor([weights[i] for i in idx], device),
+                a,
             )
-            loss = -(w * lp.sequence_sum()).sum()
-            if not torch.isfinite(loss):
-                if a.nonfinite_loss == "skip":
-                    self.skipped_nonfinite += 1
-                    warnings.warn(
-                        f"Skipping a non-finite MAGRPO loss for agent {agent} "
-                        f"({self.skipped_nonfinite} skipped so far).",
-                        stacklevel=2,
-                    )
-                    opt.zero_grad(set_to_none=True)
-                    return None, None
-                raise FloatingPointError(
-                    f"Non-finite MAGRPO loss ({loss.item()}) for agent {agent}; set "
-                    "nonfinite_loss='skip' to skip such batches instead."
-                )
+            if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
+                return None, None
             loss.backward()
             total += loss.item()
-        norm = float("nan")
-        self.sync_gradients(model.parameters())  # average over ranks (multi-process training)
-        params = [p for p in model.parameters() if p.grad is not None]
-        if params:
-            max_norm = a.max_grad_norm if a.max_grad_norm is not None else math.inf
-            norm = clip_gradients(params, max_norm)  # sharded (FSDP) or not
-        opt.step()
+        norm = apply_step(self, model.parameters(), opt, agent=agent)
         return total, norm
 
-    # ------------------------------------------------------------------ logging
-    def _log_drain(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> None:
+    # ------------------------------------------------------------------ metrics
+    def _metrics(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> dict:
         a = self.args
-        step = max(s.node_env_step for s in samples)
-        if not (
-            a.logging_steps <= 1
-            or self._last_train_log_step < 0
-            or step - self._last_train_log_step >= a.logging_steps
-        ):
-            return
-        self._last_train_log_step = step
         metrics: dict[str, float] = {}
         by_turn: dict[int, list[NodeSample]] = {}
         for s in samples:
@@ -337,23 +242,4 @@ class MAGRPOTrainer(TrainerBase):
         for i, st in enumerate(stats):
             metrics[f"agent_{i}/loss"] = st["loss"]
             metrics[f"agent_{i}/grad_norm"] = st["grad_norm"]
-        metrics.update(self.timing.drain())
-        self.log_metrics(metrics, step)
-
-    # ------------------------------------------------------------------ resumable state
-    def _family_state_dict(self) -> dict[str, Any]:
-        return {
-            "rollout_buffers": [[s.to_state() for s in b] for b in self.rollout_buffers],
-            "shuffle_rng": self.shuffle_rng.getstate(),
-            "last_train_log_step": self._last_train_log_step,
-            "skipped_nonfinite": self.skipped_nonfinite,
-        }
-
-    def _load_family_state_dict(self, state: dict[str, Any]) -> None:
-        self.rollout_buffers = [
-            [NodeSample.from_state(s) for s in b] for b in state["rollout_buffers"]
-        ]
-        rng_state = state["shuffle_rng"]
-        self.shuffle_rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
-        self._last_train_log_step = state["last_train_log_step"]
-        self.skipped_nonfinite = state["skipped_nonfinite"]
+        return metrics

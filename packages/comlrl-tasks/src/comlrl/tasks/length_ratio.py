@@ -106,9 +106,14 @@ class LengthRatioTask:
     name = "length_ratio"
     description = "Two agents; the second answer should be 2-3x as long as the first."
     num_agents = 2
+    option_names = frozenset()  # no task.options
 
     def build(self, spec: TaskSpec) -> TaskBundle:
         """Build datasets, formatters, reward and the feedback transition."""
+        if spec.options:
+            raise ValueError(
+                f"task.options: length_ratio takes no options, got {sorted(spec.options)}."
+            )
         if spec.num_agents != 2:
             raise ValueError(f"num_agents must be 2 for length_ratio, got {spec.num_agents}.")
         if spec.dataset_name is not None:

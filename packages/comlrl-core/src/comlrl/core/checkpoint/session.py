@@ -237,7 +237,7 @@ class CheckpointSession:
             load_optimizer(opt, reader.tensors(meta["file"]), meta)
         for scheduler, sched_state in zip(trainer.schedulers_list(), state["schedulers"]):
             scheduler.load_state_dict(sched_state)
-        trainer._load_family_state_dict(state["family"])
+        trainer.load_state_dict(state["family"])
         trainer._load_loop_state_dict(state["loop"])
         callbacks = trainer.checkpoint_callbacks()
         for name, cb_state in state["callbacks"].items():

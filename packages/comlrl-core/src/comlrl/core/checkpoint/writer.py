@@ -111,7 +111,7 @@ def write_checkpoint(
         state.update(
             rng=rng_meta,
             loop=loop_state,
-            family=trainer._family_state_dict(),
+            family=trainer.state_dict(),
             callbacks={n: obj.state_dict() for n, obj in trainer.checkpoint_callbacks().items()},
             logger=logger_state,
         )

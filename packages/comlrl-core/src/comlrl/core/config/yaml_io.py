@@ -3,18 +3,64 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import yaml
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping (YAML keeps the last one
+    silently, so a second ``magrpo:`` section would replace the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            # Merge keys (<<: *base) may legitimately be overridden by explicit keys.
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found the key {key!r} twice (first at line {seen[key].line + 1})",
+                    key_node.start_mark,
+                )
+            if isinstance(key, Hashable):
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str) -> dict[str, Any]:
-    """Read a YAML run file; the top level must be a mapping."""
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+    """Read a YAML run file; the top level must be a mapping.
+
+    A missing file, malformed YAML or a repeated key is a ValueError naming the file (and the
+    line and column, for YAML errors).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such run file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the run file ({exc}).") from exc
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise ValueError(f"{where}: malformed YAML: {problem}.") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: malformed YAML: {exc}") from exc
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: the top level of a run file must be a mapping.")
+        raise ValueError(
+            f"{path}: the top level of a run file must be a mapping of sections (e.g. "
+            f"'algorithm: magrpo'), got {type(data).__name__}."
+        )
     return data
 
 

@@ -6,11 +6,13 @@ import os
 from typing import Any
 
 from comlrl.core.logging.jsonl import JsonlSink
+from comlrl.core.logging.sink import BUILT_IN, Sink, sink_factories
 from comlrl.core.logging.wandb_sink import WandbSink, wandb_init_kwargs
 
 
 class MetricLogger:
-    """Fans metrics out to a JSONL file (always) and W&B (when configured).
+    """Fans metrics out to a JSONL file (always), W&B (when configured) and the other sinks
+    that ``report_to`` names (see :mod:`comlrl.core.logging.sink`).
 
     Steps must not go backwards: a record at a lower step than the last one is logged at the
     last step instead, so W&B never drops it. Only the main process logs (``enabled=False``
@@ -25,6 +27,7 @@ class MetricLogger:
         run_config: dict | None = None,
         default_name: str = "comlrl",
         enabled: bool = True,
+        report_to: list[str] | None = None,
     ):
         self.enabled = enabled
         self.run_dir = str(run_dir) if run_dir is not None else None
@@ -34,8 +37,16 @@ class MetricLogger:
         self._wandb_config = wandb_config
         self._run_config = dict(run_config or {})
         self._default_name = default_name
+        if report_to is not None and "wandb" in report_to and wandb_config is None:
+            self._wandb_config = {}
+        self.sinks: list[Sink] = []
         if enabled and self.run_dir is not None:
             self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
+            factories = sink_factories()
+            for name in report_to or ():
+                if name not in BUILT_IN:
+                    options = dict(self._wandb_config or {})
+                    self.sinks.append(factories[name](self.run_dir, self._run_config, options))
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
 
@@ -65,6 +76,8 @@ class MetricLogger:
             self.jsonl.write(metrics, step)
         if self.wandb is not None:
             self.wandb.write(metrics, step)
+        for sink in self.sinks:
+            sink.write(metrics, step)
 
     def reopen(self) -> None:
         """Open the JSONL log again after :meth:`close` (a second ``train()`` call appends)."""
@@ -90,3 +103,6 @@ class MetricLogger:
         if finish_wandb and self.wandb is not None:
             self.wandb.close()
             self.wandb = None
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []

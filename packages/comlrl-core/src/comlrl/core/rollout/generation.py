@@ -161,14 +161,19 @@ def supports_compacting(model, gen_kwargs: dict[str, Any]) -> bool:
 
 
 def _next_tokens(
-    logits: torch.Tensor, gen_kwargs: dict[str, Any], owner: torch.Tensor, total_rows: int
+    logits: torch.Tensor,
+    gen_kwargs: dict[str, Any],
+    owner: torch.Tensor,
+    total_rows: int,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """One token per batch row with the rule of ``generate``'s temperature/top-k/top-p warpers.
 
     The draw is made over ``total_rows`` rows, as ``generate`` makes it over the whole batch
     every step (rows that left the batch get a placeholder distribution): ``multinomial``
     consumes the same random numbers whatever the probabilities, so a seeded run samples the
-    same tokens as ``generate`` would.
+    same tokens as ``generate`` would. ``generator`` (when given) supplies those numbers
+    instead of the process-wide generator.
     """
     if not gen_kwargs.get("do_sample"):
         return logits.argmax(dim=-1)
@@ -191,7 +196,7 @@ def _next_tokens(
         full[:, 0] = 1.0
         full[owner] = probs
         probs = full
-    return torch.multinomial(probs, num_samples=1).squeeze(1)[owner]
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)[owner]
 
 
 def decode_compacting(
@@ -202,6 +207,7 @@ def decode_compacting(
     eos_ids: set[int],
     pad_id: int,
     copies: int = 1,
+    generator: torch.Generator | None = None,
 ) -> list[list[int]]:
     """Decode ``copies`` continuations of every (left-padded) row, prompt-major; return each
     continuation's new tokens, through its first EOS.
@@ -245,7 +251,7 @@ def decode_compacting(
     live = torch.ones(rows, dtype=torch.bool, device=device)
     last_pos = positions[:, -1]
     for step in range(max_new):
-        tokens = _next_tokens(logits, gen_kwargs, owner, rows)
+        tokens = _next_tokens(logits, gen_kwargs, owner, rows, generator)
         for r, t in zip(owner[live].tolist(), tokens[live].tolist()):
             out[r].append(t)
         if eos.numel():
@@ -303,14 +309,26 @@ def sample_rows(
     gen_kwargs: dict[str, Any],
     eos_ids: set[int],
     pad_id: int,
+    generator: torch.Generator | None = None,
 ) -> list[list[int]]:
     """``num_samples`` completions per left-padded prompt row (prompt-major), each trimmed
-    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``."""
+    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``.
+
+    ``generator`` seeds the draws of :func:`decode_compacting`; ``model.generate`` always draws
+    from the process-wide generator, so a caller that needs a seed on that path seeds it
+    (see :class:`~comlrl.core.rollout.backend.HFBackend`)."""
     # Greedy decoding of K > 1 copies is rejected by ``generate``; leave that error to it.
     greedy_copies = not gen_kwargs.get("do_sample") and num_samples > 1
     if not greedy_copies and supports_compacting(model, gen_kwargs):
         rows = decode_compacting(
-            model, input_ids, attention_mask, gen_kwargs, eos_ids, pad_id, copies=num_samples
+            model,
+            input_ids,
+            attention_mask,
+            gen_kwargs,
+            eos_ids,
+            pad_id,
+            copies=num_samples,
+            generator=generator,
         )
         return [trim_completion(r, eos_ids, pad_id) for r in rows]
     out = model.generate(
@@ -335,12 +353,15 @@ def generate_samples(
     *,
     max_sequences_per_call: int | None = None,
     prompt_ids: Sequence[Sequence[int]] | None = None,
+    generator: torch.Generator | None = None,
 ) -> list[PromptSamples]:
     """Sample ``num_samples`` completions for every prompt.
 
     All prompts × samples go into one ``generate`` call unless ``max_sequences_per_call`` caps
     the batch (a memory budget); then prompts are chunked, keeping each prompt's samples together.
     The model's training mode and ``requires_grad`` flags are restored afterwards.
+    ``generator`` supplies the sampling draws of the compacting decoder (see
+    :func:`sample_rows`).
     """
     if not prompts:
         return []
@@ -365,7 +386,14 @@ def generate_samples(
                 chunk = ids_per_prompt[start : start + per_call]
                 ids, mask = left_pad(chunk, pad_id)
                 new = sample_rows(
-                    model, ids.to(device), mask.to(device), num_samples, gen_kwargs, eos_ids, pad_id
+                    model,
+                    ids.to(device),
+                    mask.to(device),
+                    num_samples,
+                    gen_kwargs,
+                    eos_ids,
+                    pad_id,
+                    generator,
                 )
                 for j, p_ids in enumerate(chunk):
                     rows = new[j * num_samples : (j + 1) * num_samples]

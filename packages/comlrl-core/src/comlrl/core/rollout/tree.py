@@ -197,15 +197,7 @@ def _expand_level(level, settings: TreeSettings, formatters, transition) -> list
             )
             if wants_item:
                 kwargs["batch_item"] = node.item
-            ext = transition(**kwargs)
-            if not isinstance(ext, (list, tuple)) or len(ext) != n:
-                raise ValueError(
-                    f"External transition must return per-agent prompts: a list of {n} strings, "
-                    f"got {type(ext).__name__}"
-                    + (f" of length {len(ext)}" if isinstance(ext, (list, tuple)) else "")
-                    + "."
-                )
-            ext = [str(e) for e in ext]
+            ext = _check_transition_output(transition, transition(**kwargs), n)
             if settings.external_prompt_passthrough:
                 prompts = list(ext)
             else:
@@ -223,6 +215,25 @@ def _expand_level(level, settings: TreeSettings, formatters, transition) -> list
             node.children[a] = child
             nxt.append(child)
     return nxt
+
+
+def _check_transition_output(transition: Callable, ext: Any, n: int) -> list[str]:
+    """The transition's per-agent prompts, or a ValueError naming the transition: converting
+    other values to text would silently train on prompts like ``"None"``."""
+    name = getattr(transition, "__qualname__", None) or type(transition).__name__
+    expected = f"per-agent prompts: a list of {n} strings"
+    if not isinstance(ext, (list, tuple)) or len(ext) != n:
+        size = f" of length {len(ext)}" if isinstance(ext, (list, tuple)) else ""
+        raise ValueError(
+            f"external_transition {name!r} must return {expected}, got {type(ext).__name__}{size}."
+        )
+    for i, prompt in enumerate(ext):
+        if not isinstance(prompt, str):
+            raise ValueError(
+                f"external_transition {name!r} must return {expected}; entry {i} (agent {i}) is "
+                f"{type(prompt).__name__}: {prompt!r}."
+            )
+    return list(ext)
 
 
 def _compute_returns(node: TreeNode, discount: float) -> list[float]:

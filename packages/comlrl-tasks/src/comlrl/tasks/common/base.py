@@ -83,10 +83,15 @@ class BaseTask:
         )
 
     # ----- shared flow ----------------------------------------------------------------------
+    @property
+    def option_names(self) -> frozenset[str]:
+        """Every ``task.options`` key this task accepts (run files are checked against it)."""
+        return frozenset(self.option_defaults) | COMMON_OPTIONS
+
     def options(self, raw: dict[str, Any] | None) -> dict[str, Any]:
         """Task options with defaults filled in; unknown keys are rejected."""
         raw = dict(raw or {})
-        known = set(self.option_defaults) | COMMON_OPTIONS
+        known = self.option_names
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(

@@ -1,11 +1,13 @@
 """Run untrusted generated code in locked-down child processes.
 
-Layers, each independent of the others: a separate process in its own session and temp work
-dir with a scrubbed environment; ``setrlimit`` limits (CPU time, address space, file size,
-process count, open files) set in the child before generated code runs; fresh network and PID
-namespaces via ``unshare`` where the OS allows; Landlock confinement of writes and TCP where the
-kernel has it; a Python audit-hook guard that refuses sockets, process creation and writes
-outside the work dir; and a SIGKILL of the whole process group when the wall-clock limit passes.
+Each run is a judge process that never runs generated code and a fresh worker that does; the
+judge runs the tests and compares only plain builtin values the worker returns. Layers, each
+independent of the others: a separate session, temp work dir and scrubbed environment; user,
+mount, PID, network and IPC namespaces in which only the interpreter's files, a private
+``/proc`` and a size-limited tmpfs work dir exist; dropped capabilities; Landlock confinement
+of reads, writes, TCP and signals; ``setrlimit`` limits; an audit-hook guard in the worker; and
+a SIGKILL of the whole process group at the wall-clock limit. Layers the OS lacks are named in
+one warning per process, or refused with ``strict``.
 """
 
 from comlrl.tasks.sandbox.jobs import ExecJob, ExecResult, TestOutcome, TestSnippet

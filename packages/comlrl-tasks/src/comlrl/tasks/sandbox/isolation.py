@@ -1,38 +1,168 @@
-"""OS-level isolation the parent can arrange before the child starts."""
+"""Which OS isolation layers this machine allows, found once per process by a probe child.
+
+Layers the OS cannot apply are named in one warning per process (never silently weaker);
+with ``strict`` limits the sandbox refuses to run generated code instead.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 
-_PROBE_TIMEOUT = 15.0
+from comlrl.tasks.sandbox.limits import SandboxLimits
+
+HARNESS = Path(__file__).with_name("_harness.py")
+_PROBE_TIMEOUT = 20.0
+_NAMESPACES = ("--user", "--map-root-user", "--mount", "--pid", "--net", "--ipc")
+# What each layer protects, for the warning when it is missing.
+LAYER_ROLES = {
+    "namespaces": "user/mount/PID/network namespaces via unshare (no network, own PIDs)",
+    "hide_tree": "mount namespace hiding the file tree, private /proc and tmpfs disk quota",
+    "privileges": "dropped capabilities and an undumpable judge process",
+    "landlock": "Landlock confinement of reads and writes",
+    "landlock_net": "Landlock denial of TCP (needs Landlock ABI 4)",
+    "landlock_scope": "Landlock scoping of signals and abstract sockets (needs ABI 6)",
+    "python_guard": "the Python audit-hook guard",
+}
+_warned: set[tuple[str, ...]] = set()
+_lock = threading.Lock()
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not start or lock down a child (not the generated code's fault)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The layers a run asks the child for, and those that are missing (with the reason)."""
+
+    prefix: tuple[str, ...]
+    layers: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)
+
+
+def namespace_prefix() -> tuple[str, ...]:
+    """The ``unshare`` command line of fresh user, mount, PID, network and IPC namespaces.
+
+    Always with a user namespace, so even a trainer running as root gives the child only
+    capabilities inside its own namespaces (and the child then drops those too). Empty when
+    this OS has no usable ``unshare``.
+    """
+    return _probe_prefix()
 
 
 @functools.lru_cache(maxsize=1)
-def namespace_prefix() -> tuple[str, ...]:
-    """The ``unshare`` command line that gives a child fresh network and PID namespaces.
-
-    Tried once per process: as root, plain ``unshare`` works; as another user, a user namespace
-    is needed as well. An empty tuple means this OS allows neither, and the Python guard and
-    Landlock are the remaining network barriers.
-    """
+def _probe_prefix() -> tuple[str, ...]:
     exe = shutil.which("unshare")
     if exe is None or not sys.platform.startswith("linux"):
         return ()
-    tail = ["--net", "--pid", "--fork", "--kill-child"]
-    for head in ([exe], [exe, "--user", "--map-root-user"]):
-        command = [*head, *tail, sys.executable, "-I", "-S", "-c", "pass"]
+    prefix = (exe, *_NAMESPACES, "--fork", "--kill-child")
+    try:
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-I", "-S", "-c", "pass"],
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return prefix if probe.returncode == 0 else ()
+
+
+@functools.lru_cache(maxsize=4)
+def probe_layers(namespaces: bool, landlock: bool) -> Plan:
+    """Start one child that tries every layer and reports which ones this OS allowed."""
+    prefix = namespace_prefix() if namespaces else ()
+    missing: dict[str, str] = {}
+    if namespaces and not prefix:
+        missing["namespaces"] = "unshare of user namespaces is not available here"
+        missing["hide_tree"] = "needs the namespaces"
+    wanted = {"hide_tree": bool(prefix), "privileges": bool(prefix), "landlock": landlock}
+    if not sys.platform.startswith("linux"):
+        wanted = {}
+        missing["privileges"] = "not Linux"
+        if landlock:
+            missing["landlock"] = "not Linux"
+    run_dir = Path(tempfile.mkdtemp(prefix="comlrl-sandbox-probe-"))
+    try:
+        (run_dir / "work").mkdir()
+        (run_dir / "root").mkdir()
+        job = {
+            "probe": True,
+            "layers": wanted,
+            "workdir": str(run_dir / "work"),
+            "newroot": str(run_dir / "root"),
+            "limits": SandboxLimits().as_dict(),
+        }
+        command = [*prefix, sys.executable, "-I", "-S", "-B", str(HARNESS)]
         try:
-            probe = subprocess.run(
-                command, capture_output=True, timeout=_PROBE_TIMEOUT, check=False
+            done = subprocess.run(
+                command,
+                input=json.dumps(job).encode("utf-8"),
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT,
+                check=False,
+                cwd=run_dir / "work",
             )
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            return (*head, *tail)
-    return ()
+            report = json.loads(done.stdout.decode("utf-8") or "{}")
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            raise SandboxError(f"the sandbox probe child failed: {exc}") from exc
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if report.get("status") != "ok":
+        raise SandboxError(f"the sandbox probe child failed: {report.get('setup_error')}")
+    missing.update(report.get("missing", {}))
+    layers = {name: on and name not in missing for name, on in wanted.items()}
+    abi = int(report.get("layers", {}).get("landlock", 0) or 0)
+    if landlock and abi:
+        if abi < 4:
+            missing["landlock_net"] = f"Landlock ABI {abi}"
+        if abi < 6:
+            missing["landlock_scope"] = f"Landlock ABI {abi}"
+    # The namespaces still isolate network and PIDs when the new root could not be built.
+    return Plan(prefix, layers, missing)
+
+
+def plan_for(limits: SandboxLimits) -> Plan:
+    """The layers to apply for ``limits``; warns once about what is missing, or refuses (strict)."""
+    found = probe_layers(limits.namespaces, limits.landlock)
+    missing = dict(found.missing)
+    for name in ("namespaces", "landlock", "python_guard"):
+        if not getattr(limits, name):
+            missing[name] = f"turned off by sandbox.{name}: false"
+    if missing and limits.strict:
+        raise SandboxError(
+            "sandbox.strict is set and these isolation layers are not available: "
+            + describe(missing)
+            + ". Code rewards are not run; use a Linux kernel with user namespaces and "
+            "Landlock, or set sandbox.strict: false."
+        )
+    key = tuple(sorted(missing))
+    with _lock:
+        fresh = missing and key not in _warned
+        _warned.add(key)
+    if fresh:
+        warnings.warn(
+            "the code sandbox runs without these layers (the remaining ones still apply): "
+            + describe(missing)
+            + ". Set task.options.sandbox.strict: true to refuse instead.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return found
+
+
+def describe(missing: dict) -> str:
+    """Name each missing layer with what it protects and why it is missing."""
+    return "; ".join(f"{LAYER_ROLES.get(n, n)} [{n}: {why}]" for n, why in sorted(missing.items()))
 
 
 def scrubbed_env(workdir: str) -> dict[str, str]:

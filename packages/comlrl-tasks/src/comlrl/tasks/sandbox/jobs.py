@@ -51,10 +51,10 @@ class TestOutcome:
 class ExecResult:
     """What a sandboxed run produced.
 
-    ``status`` is ``"ok"`` when the harness reported back, ``"setup_error"`` when the agents'
-    code raised before any test ran, ``"killed"`` when the parent stopped the run at
-    ``wall_seconds``, and ``"crashed"`` when the child died without a report (for example on
-    the CPU-time or memory limit).
+    ``status`` is ``"ok"`` when the judge ran the tests, ``"setup_error"`` when the agents'
+    code raised (or timed out) before any test ran, ``"killed"`` when the parent stopped the
+    run at ``wall_seconds`` or because the work dir outgrew ``disk_mb``, and ``"crashed"`` when
+    the worker died during setup without a report (for example on the CPU-time limit).
     """
 
     status: str

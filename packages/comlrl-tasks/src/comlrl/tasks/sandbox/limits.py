@@ -16,9 +16,13 @@ class SandboxLimits:
     process group is killed. ``test_timeout`` bounds each test inside the child, and after
     ``max_test_timeouts`` timed-out tests the remaining ones are not run. The other limits are
     applied with ``setrlimit`` in the child before any generated code runs.
-    ``namespaces`` asks for fresh network and PID namespaces (``unshare``) where the OS allows,
-    ``landlock`` for the kernel's Landlock confinement of writes and TCP, and ``python_guard``
-    for an audit hook that refuses sockets, process creation and writes outside the work dir.
+    ``disk_mb`` and ``max_files`` bound the work dir as a whole (all files together).
+    ``namespaces`` asks for fresh user, mount, PID, network and IPC namespaces (``unshare``),
+    in which the child sees only the interpreter's files, a private ``/proc`` and a size-limited
+    tmpfs work dir; ``landlock`` for the kernel's Landlock confinement of reads, writes, TCP and
+    signals; ``python_guard`` for an audit hook that refuses sockets, process creation, and
+    file access outside the allowed places. A layer this OS cannot apply is named in a warning
+    (once per process); with ``strict`` the sandbox refuses to run code instead.
     """
 
     wall_seconds: float = 30.0
@@ -29,9 +33,12 @@ class SandboxLimits:
     file_size_mb: int = 16
     max_processes: int = 64
     max_open_files: int = 64
+    disk_mb: int = 64
+    max_files: int = 1024
     namespaces: bool = True
     landlock: bool = True
     python_guard: bool = True
+    strict: bool = False
 
     def __post_init__(self) -> None:
         check_number("sandbox.wall_seconds", self.wall_seconds, 0.0, min_inclusive=False)
@@ -44,7 +51,17 @@ class SandboxLimits:
         check_int("sandbox.max_open_files", self.max_open_files, 16)
         check_bool("sandbox.namespaces", self.namespaces)
         check_bool("sandbox.landlock", self.landlock)
+        check_int("sandbox.disk_mb", self.disk_mb, 1)
+        check_int("sandbox.max_files", self.max_files, 16)
         check_bool("sandbox.python_guard", self.python_guard)
+        check_bool("sandbox.strict", self.strict)
+        if self.strict:
+            off = [n for n in ("namespaces", "landlock", "python_guard") if not getattr(self, n)]
+            if off:
+                raise ValueError(
+                    f"sandbox.strict is true but sandbox.{off[0]} is false: strict needs every "
+                    "isolation layer; set strict: false or turn the layer back on."
+                )
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None) -> SandboxLimits:

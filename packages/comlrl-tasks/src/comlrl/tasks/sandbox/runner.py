@@ -4,33 +4,36 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from comlrl.tasks.sandbox.isolation import namespace_prefix, scrubbed_env
+from comlrl.tasks.sandbox.isolation import HARNESS, SandboxError, plan_for, scrubbed_env
 from comlrl.tasks.sandbox.jobs import ExecJob, ExecResult, TestOutcome
 from comlrl.tasks.sandbox.limits import SandboxLimits
 
-HARNESS = Path(__file__).with_name("_harness.py")
+__all__ = ["HARNESS", "SandboxError", "run_job"]
 _OUTPUT_TAIL = 2000
 # Slack on top of the limits for interpreter start-up and namespace creation.
 _START_SLACK = 2.0
+_QUOTA_POLL = 0.05
 
 
-def _job_payload(job: ExecJob, limits: SandboxLimits, nonce: str) -> dict:
+def _job_payload(job: ExecJob, limits: SandboxLimits, layers: dict, run_dir: Path) -> dict:
     return {
-        "nonce": nonce,
         "setup": job.setup,
         "tests": [{"code": t.code, "name": t.name, "counts": t.counts} for t in job.tests],
         "unittest_source": job.unittest_source,
         "limits": limits.as_dict(),
+        "layers": layers,
+        "workdir": str(run_dir / "work"),
+        "newroot": str(run_dir / "root"),
     }
 
 
@@ -40,22 +43,6 @@ def _kill_group(pgid: int) -> None:
     except ProcessLookupError:
         # The group is already gone: every process in it has exited.
         return
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself could not start or lock down a child (not the generated code's fault)."""
-
-
-def _read_report(path: Path, nonce: str) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if not isinstance(report, dict) or report.get("nonce") != nonce:
-        return None
-    return report
 
 
 def _tail(path: Path) -> str:
@@ -76,6 +63,55 @@ def _force_remove(func, path, _exc_info):
     func(path)
 
 
+def _disk_use(root: Path) -> tuple[int, int]:
+    """Bytes allocated and entries beneath ``root`` (entries that vanish mid-walk are skipped)."""
+    used = count = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:  # removed or made unreadable while we looked
+            continue
+        for entry in entries:
+            count += 1
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            used += info.st_blocks * 512
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(entry.path)
+    return used, count
+
+
+class _QuotaWatch:
+    """Kills the run when its host work dir grows past the quota (used without the tmpfs)."""
+
+    def __init__(self, workdir: Path, limits: SandboxLimits, pgid: int):
+        self.workdir, self.pgid = workdir, pgid
+        self.max_bytes, self.max_files = limits.disk_mb * 1024 * 1024, limits.max_files
+        self.exceeded = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _over(self) -> bool:
+        used, count = _disk_use(self.workdir)
+        return used > self.max_bytes or count > self.max_files
+
+    def _watch(self) -> None:
+        while not self._stop.wait(_QUOTA_POLL):
+            if self._over():
+                self.exceeded = True
+                _kill_group(self.pgid)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.exceeded = self.exceeded or self._over()
+
+
 def _to_result(report: dict | None, killed: bool, returncode: int | None) -> ExecResult:
     if killed:
         status = "killed"
@@ -88,8 +124,8 @@ def _to_result(report: dict | None, killed: bool, returncode: int | None) -> Exe
         result.tests = [
             TestOutcome(
                 name=str(t.get("name", "")),
-                passed=bool(t.get("passed")),
-                timed_out=bool(t.get("timed_out")),
+                passed=t.get("passed") is True,
+                timed_out=t.get("timed_out") is True,
                 error_type=t.get("error_type"),
                 message=str(t.get("message", "")),
             )
@@ -102,24 +138,26 @@ def _to_result(report: dict | None, killed: bool, returncode: int | None) -> Exe
 
 
 def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
-    """Execute ``job`` in a sandboxed child and return what it reported.
+    """Execute ``job`` in a sandboxed child and return the judge's verdict.
 
-    The child gets a fresh temp dir (removed afterwards) whose ``work`` subdir is its cwd, home
-    and the only place it may write; a scrubbed environment; its own session, so the whole
-    process group can be killed; and, where the OS allows, fresh network and PID namespaces. On
-    ``wall_seconds`` every process of the run is killed with SIGKILL. A child that could not
-    start or lock itself down raises :class:`SandboxError` instead of scoring as a failure.
+    The child (the judge) gets a fresh temp dir (removed afterwards) whose ``work`` subdir is
+    its cwd, home and the only place it may write; a scrubbed environment; its own session, so
+    the whole process group can be killed; and, where the OS allows, fresh namespaces in which
+    only the interpreter's files exist. The generated code runs in a worker the judge starts;
+    the verdict comes back on a pipe only the judge holds. On ``wall_seconds`` every process of
+    the run is killed with SIGKILL. A child that could not start or lock itself down raises
+    :class:`SandboxError` instead of scoring as a failure; with ``strict`` limits a missing
+    layer raises it before any code runs.
     """
     limits = limits or SandboxLimits()
+    plan = plan_for(limits)
     run_dir = Path(tempfile.mkdtemp(prefix="comlrl-sandbox-"))
     workdir = run_dir / "work"
     workdir.mkdir()
-    nonce = secrets.token_hex(16)
+    (run_dir / "root").mkdir()
     try:
-        payload = json.dumps(_job_payload(job, limits, nonce))
-        (run_dir / "job.json").write_text(payload, encoding="utf-8")
-        prefix = namespace_prefix() if limits.namespaces else ()
-        command = [*prefix, sys.executable, "-I", "-S", "-B", str(HARNESS), str(run_dir)]
+        payload = json.dumps(_job_payload(job, limits, plan.layers, run_dir)).encode("utf-8")
+        command = [*plan.prefix, sys.executable, "-I", "-S", "-B", str(HARNESS)]
         log_path = run_dir / "output.log"
         killed = False
         with open(log_path, "wb") as log:
@@ -128,37 +166,49 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
                 command,
                 cwd=workdir,
                 env=scrubbed_env(str(workdir)),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
                 start_new_session=True,
                 close_fds=True,
             )
+            watch = _QuotaWatch(workdir, limits, proc.pid)
             try:
-                returncode = proc.wait(timeout=limits.wall_seconds + _START_SLACK)
+                out, _ = proc.communicate(payload, timeout=limits.wall_seconds + _START_SLACK)
             except subprocess.TimeoutExpired:
                 killed = True
-                returncode = None
+                _kill_group(proc.pid)
+                out, _ = proc.communicate()
             finally:
                 # Also reaps anything the run left behind in its group after a normal exit.
                 _kill_group(proc.pid)
                 proc.wait()
+                watch.stop()
+            returncode = None if killed else proc.returncode
             finished = time.monotonic()
-        report_path = run_dir / "result.json"
-        if not killed and not report_path.exists():
+        try:
+            report = json.loads(out.decode("utf-8")) if out else None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            report = None
+        if report is not None and not isinstance(report, dict):
+            report = None
+        if report is None and not (killed or watch.exceeded):
             raise SandboxError(
-                "the sandbox child never started (is unshare or the interpreter usable?); its "
-                f"output: {_tail(log_path)!r}. Try task.options.sandbox.namespaces: false."
+                "the sandbox child ended without a verdict (is unshare or the interpreter "
+                f"usable?); its output: {_tail(log_path)!r}. "
+                "Try task.options.sandbox.namespaces: false."
             )
-        report = _read_report(report_path, nonce)
         if report is not None and report.get("status") == "sandbox_error":
             raise SandboxError(
                 f"the sandbox could not lock the child down: {report.get('setup_error')}. "
-                "Turn the failing layer off in task.options.sandbox (landlock, python_guard)."
+                "Turn the failing layer off in task.options.sandbox (namespaces, landlock)."
             )
-        result = _to_result(report, killed, returncode)
+        result = _to_result(report, killed or watch.exceeded, returncode)
+        if watch.exceeded:
+            result.tests = []
+            result.setup_error = f"the work dir went over sandbox.disk_mb ({limits.disk_mb} MB)"
         result.pid, result.started, result.finished = proc.pid, started, finished
-        result.layers["namespaces"] = bool(prefix)
+        result.layers["namespaces"] = bool(plan.prefix)
         if result.status != "ok":
             result.output_tail = _tail(log_path)
         return result

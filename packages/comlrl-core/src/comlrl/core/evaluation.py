@@ -1,0 +1,83 @@
+"""Policy-only evaluation: one joint sample per eval item and turn, under a forked RNG.
+
+:func:`evaluate_items` returns the metrics *and* the rollout trees, so a family that reports
+more (the actor-critic ``metrics_callback``) works from the same trees instead of capturing
+rollouts through flags.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, float]:
+    """Evaluate on the first ``eval_num_samples`` eval items; log and return the metrics.
+
+    Runs under a forked RNG, so evaluating never changes the training trajectory, and outside
+    the training timings, which describe training work only.
+    """
+    with trainer.timing.excluded():
+        if trainer.eval_dataset is None:
+            return {}
+        a = trainer.args
+        limit = a.eval_num_samples if num_eval_samples is None else num_eval_samples
+        if limit <= 0:
+            return {}
+        data = trainer.eval_dataset
+        items = [data[i] for i in range(min(limit, len(data)))]
+        devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            state = random.getstate()
+            np_state = np.random.get_state()
+            try:
+                metrics = trainer.eval_metrics(items)
+            finally:
+                random.setstate(state)
+                np.random.set_state(np_state)
+        trainer.log_metrics(metrics, reduce=False)
+        return metrics
+
+
+def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], list]:
+    """Per-turn ``eval/turn_t/reward_mean`` and ``expected_return`` (undiscounted) over
+    ``items``, plus the user's eval hooks; returns (metrics, rollout roots)."""
+    params = trainer.sampling_params(eval_mode=True)
+    batch = max(1, trainer.args.eval_batch_size)
+    turns = trainer.args.num_turns
+    n_agents = trainer.num_agents
+    rewards = [[None] * turns for _ in items]
+    completions = [[[] for _ in items] for _ in range(n_agents)]
+    roots_all = []
+    for start in range(0, len(items), batch):
+        roots = trainer.rollout(items[start : start + batch], 1, params, env_step_start=0)
+        roots_all.extend(roots)
+        for j, root in enumerate(roots):
+            node = root
+            while node is not None:
+                rewards[start + j][node.turn] = node.rewards[0]
+                for i in range(n_agents):
+                    completions[i][start + j].append(node.samples[i].texts[0])
+                node = node.children[0] if node.children else None
+    metrics: dict[str, float] = {}
+    for t in range(turns):
+        vals = [r[t] for r in rewards if r[t] is not None]
+        if not vals:
+            continue
+        metrics[f"eval/turn_{t + 1}/reward_mean"] = float(np.mean(vals))
+        rets = [sum(x for x in r[t:] if x is not None) for r in rewards if r[t] is not None]
+        metrics[f"eval/turn_{t + 1}/expected_return"] = float(np.mean(rets))
+    if trainer.eval_logger is not None and trainer.eval_aggregator is not None:
+        detailed = trainer.eval_logger(
+            agent_completions_turns=completions,
+            batch_items=items,
+            prompts=[it.get("prompt", "") for it in items],
+        )
+        agg = trainer.eval_aggregator(detailed, num_turns=turns) or {}
+        extra = {f"eval/{k}": float(v) for k, v in agg.items()}
+        extra.update(metrics)
+        metrics = extra
+    return metrics, roots_all

@@ -1,0 +1,61 @@
+"""Gradient averaging and pooled statistics across the ranks of a multi-process run.
+
+:class:`GradientSync` is part of :class:`comlrl.core.trainer.TrainerBase`; it reads the
+trainer's ``dist``, ``sharded``, ``gradient_sync_hooks`` and ``_worker_groups``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from comlrl.core.distributed import all_reduce_gradients, current_worker, pooled_mean_std
+
+
+class GradientSync:
+    """What makes ranks step with identical gradients and normalize with pooled moments."""
+
+    _worker_groups: list = []
+
+    def sync_gradients(self, parameters) -> list:
+        """Average the gradients of ``parameters`` over ranks (a no-op in one process) and run
+        ``gradient_sync_hooks``; returns the parameters as a list.
+
+        :func:`comlrl.core.optim.apply_step` calls it after the backward passes of an
+        optimizer step and before clipping, so every rank clips and steps with identical
+        gradients and keeps identical weights. Each hook is called as ``hook(trainer,
+        params)`` once the gradients are final (tests use it to compare weights across ranks
+        before every step).
+        """
+        params = list(parameters)
+        replicated = params
+        if self.sharded is not None:
+            # FSDP reduce-scatters the sharded agents' gradients; the rest (e.g. critics) are
+            # replicated and all-reduced below. The agents' parameters come back sharded.
+            roots, replicated = self.sharded.split(params)
+            if roots:
+                params = self.sharded.reduce_gradients(params) + replicated
+        if self.dist.is_distributed:
+            all_reduce_gradients(
+                replicated, self.dist, 1.0 / self.dist.world_size, group=self._collective_group()
+            )
+        for hook in self.gradient_sync_hooks:
+            hook(self, params)
+        return params
+
+    def pooled_moments(
+        self, groups: Sequence[torch.Tensor]
+    ) -> list[tuple[float, float, int]] | None:
+        """Mean, population std and count of each group of values over every rank's share of a
+        buffer (None in a single process: the caller's own statistics are then exact). Every
+        rank must call it at the same point with the same number of groups."""
+        if not self.dist.is_distributed:
+            return None
+        return pooled_mean_std(groups, self.dist, group=self._collective_group())
+
+    def _collective_group(self):
+        """The process group for a collective issued now: the calling agent worker's own group
+        (concurrent agents then never interleave their collectives), else the default group."""
+        worker = current_worker()
+        return self._worker_groups[worker] if worker is not None and self._worker_groups else None

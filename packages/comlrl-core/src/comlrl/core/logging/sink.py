@@ -1,0 +1,64 @@
+"""The :class:`Sink` protocol and the registry of sinks that ``report_to`` chooses from.
+
+A sink receives every record the logger writes. Built in: ``jsonl`` (always on: resume relies on
+it), ``wandb`` and ``tensorboard``. A package adds its own under the entry-point group
+``comlrl.sinks``: the entry point names a factory ``factory(run_dir, run_config, options) ->
+Sink`` (``options`` is the run's ``wandb_config`` or an empty dict).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+ENTRY_POINT_GROUP = "comlrl.sinks"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where logged metrics go."""
+
+    def write(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Record ``metrics`` at ``step`` (steps never go backwards)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the sink."""
+        ...
+
+
+def _tensorboard(run_dir: str, run_config: dict, options: dict) -> Sink:
+    from comlrl.core.logging.tensorboard import TensorBoardSink
+
+    return TensorBoardSink(run_dir)
+
+
+# Sinks the logger builds itself (jsonl, wandb) and the ones built from a factory.
+BUILT_IN = ("jsonl", "wandb")
+_FACTORIES: dict[str, Callable[..., Sink]] = {"tensorboard": _tensorboard}
+
+
+def sink_factories() -> dict[str, Callable[..., Sink]]:
+    """Every factory-built sink by name: the built-in ones and the entry points'."""
+    found = dict(_FACTORIES)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.load())
+    return found
+
+
+def check_report_to(value: Any, field: str = "report_to") -> list[str] | None:
+    """``report_to`` as a list of sink names (None: jsonl, plus wandb when configured)."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{field} must be a sink name or a list of names, got {value!r}.")
+    valid = set(BUILT_IN) | set(sink_factories())
+    unknown = [n for n in names if n not in valid]
+    if unknown:
+        raise ValueError(
+            f"{field}: unknown sink {unknown[0]!r}; choose from {', '.join(sorted(valid))} "
+            f"(or register one under the entry-point group {ENTRY_POINT_GROUP!r})."
+        )
+    return list(dict.fromkeys(names))

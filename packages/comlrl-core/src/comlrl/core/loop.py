@@ -1,0 +1,277 @@
+"""The one training walk that drives every family.
+
+A run is a sequence of *stages* (epochs by default), each a sequence of *units* (by default a
+batch of dataset items, sharded over ranks). Per unit the loop asks the family to ``collect``
+experience (rollouts, rewards, returns, advantages; no gradients), feeds it to the rollout
+buffer, and calls ``update`` whenever the buffer is full. Around that it owns the eval cadence,
+progress bars, SIGINT/SIGTERM stops and the checkpoint session.
+
+The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` for defaults):
+
+- ``prepare(stage) -> Sequence[unit] | None``: the stage's units; None means batches of items.
+- ``collect(unit) -> Batch | None``: the unit's experience (None: nothing to learn from).
+- ``update(batch) -> metrics | None``: one round of optimizer steps on a full buffer (or, for
+  a family without a buffer, on the collected batch).
+- ``end_stage(stage)``: optional end-of-stage work after the buffer's remainder is used.
+- ``state_dict()`` / ``load_state_dict(state)``: the family's resumable state.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import time
+import warnings
+from collections.abc import Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from comlrl.core.distributed import barrier, shard_range
+
+_log = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+@dataclass
+class ItemBatch:
+    """The default unit: ``count`` dataset items from position ``start`` of the epoch (global,
+    over every rank); ``items`` and ``offset`` (the global index of ``items[0]``) are this
+    rank's share, filled in by the loop."""
+
+    start: int
+    count: int
+    items: list = field(default_factory=list)
+    offset: int = 0
+
+    @property
+    def span(self) -> int:
+        """How far the unit moves the epoch cursor."""
+        return self.count
+
+
+class StageUnits(list):
+    """A stage's units; ``checkpoint_reason`` (when set) asks the loop to checkpoint right away,
+    because preparing the stage did expensive work worth keeping (e.g. sampled pairs)."""
+
+    checkpoint_reason: str | None = None
+
+
+def span_of(unit: Any) -> int:
+    """How far ``unit`` moves the stage cursor (items for item batches, 1 otherwise)."""
+    return int(getattr(unit, "span", 1))
+
+
+def item_units(trainer: Any) -> list[ItemBatch]:
+    """The default stage: the training items in global batches of ``items_per_batch()`` per
+    rank, with the last ``len % world_size`` items left out so every rank gets an equal share."""
+    data = trainer.get_train_dataloader()
+    world = trainer.dist.world_size
+    per_batch = trainer.items_per_batch() * world
+    total = len(data) - len(data) % world
+    return [ItemBatch(pos, min(per_batch, total - pos)) for pos in range(0, total, per_batch)]
+
+
+def materialize(trainer: Any, unit: ItemBatch) -> ItemBatch:
+    """``unit`` with this rank's share of its items."""
+    data = trainer.get_train_dataloader()
+    begin, end = shard_range(unit.start, unit.count, trainer.dist)
+    return ItemBatch(unit.start, unit.count, [data[i] for i in range(begin, end)], begin)
+
+
+def run_unit(trainer: Any, unit: Any) -> None:
+    """Collect ``unit``'s experience, buffer it and update whenever the buffer fills up."""
+    batch = trainer.collect(unit)
+    if batch is None:
+        return
+    buffer = trainer.rollout_buffer
+    if buffer is None:
+        with trainer.timed("update"):
+            metrics = trainer.update(batch)
+        trainer.log_training(metrics, trainer.env_step)
+        return
+    for record in batch.records:
+        if record.metrics:
+            trainer.log_metrics(record.metrics, record.step)
+        buffer.add(record)
+        if buffer.full():
+            flush(trainer)
+
+
+def flush(trainer: Any) -> None:
+    """Update from the buffer; its experience leaves only after the update succeeded."""
+    experience = trainer.rollout_buffer.contents()
+    with trainer.timed("update"):
+        metrics = trainer.update(experience)
+    trainer.rollout_buffer.clear()
+    trainer.log_training(metrics, experience.step)
+
+
+def finish_stage(trainer: Any, stage: int) -> None:
+    """Use what the buffer still holds, then the family's end-of-stage work."""
+    buffer = trainer.rollout_buffer
+    if buffer is not None and not buffer.empty():
+        flush(trainer)
+    trainer.end_stage(stage)
+
+
+@contextmanager
+def stop_on_signals(trainer: Any):
+    """Turn SIGINT/SIGTERM into a clean stop at the next unit boundary."""
+    trainer._stop_requested = False
+    previous = {}
+
+    def handler(signum, frame):
+        trainer._stop_requested = True
+
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: signals cannot be installed here
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class TrainingLoop:
+    """One ``train()`` call: stages → units, with evaluation, progress, signals, checkpoints."""
+
+    def __init__(self, trainer: Any, session: Any):
+        self.trainer = trainer
+        self.session = session
+        self._warned = False
+
+    def run(self) -> None:
+        """Train every remaining stage; returns early (``trainer.interrupted``) on a signal."""
+        from comlrl.core.checkpoint.rng import preserved_rng
+
+        t, session = self.trainer, self.session
+        t.get_train_dataloader()
+        logger = t._ensure_logger()
+        logger.reopen()
+        t.cursor = (0, 0)
+        t.global_batch = 0
+        t.interrupted = False
+        t._training_complete = False
+        t.last_checkpoint = None
+        t.stage_units = None
+        start_stage, start_pos = session.restore()
+        if session.fresh and t.args.seed is not None:
+            seed_everything(t.args.seed + t.dist.rank)
+        with preserved_rng():  # opening W&B must not change the training trajectory
+            logger.start_wandb(resume_id=session.wandb_run_id)
+        t._train_started = time.perf_counter()
+        sharded = t.sharded
+        try:
+            with stop_on_signals(t), sharded.training() if sharded else nullcontext():
+                for stage in range(start_stage, t.num_stages()):
+                    pos = start_pos if stage == start_stage else 0
+                    if not self._run_stage(stage, pos):
+                        return
+        except BaseException:
+            logger.close(finish_wandb=False)
+            raise
+        t.last_checkpoint = session.last_path
+        t._training_complete = True
+        logger.close(finish_wandb=False)
+        t.logger_closed = True
+        barrier(t.dist)  # every rank returns once rank 0's last checkpoint is written
+
+    def _run_stage(self, stage: int, pos: int) -> bool:
+        """One stage from cursor ``pos``; False when a signal stopped training."""
+        t, session = self.trainer, self.session
+        t.epoch = stage
+        t.cursor = (stage, pos)
+        units = t.prepare(stage)
+        if units is None:
+            units = item_units(t)
+            self._warn_dropped_items()
+        reason = getattr(units, "checkpoint_reason", None)
+        if reason is not None:
+            # Preparing the stage counts as a batch of work, so its save is not a repeat.
+            t.global_batch += 1
+            session.save(reason)
+        t.stage_units = units
+        bar = t.progress_bar(sum(span_of(u) for u in units), stage)
+        bar.update(pos)
+        done = 0
+        for unit in units:
+            if done < pos:
+                done += span_of(unit)
+                continue
+            if isinstance(unit, ItemBatch):
+                unit = materialize(t, unit)
+            if t.eval_due(unit) and t.is_main_process:
+                t.evaluate()
+            t.run_unit(unit)
+            done += span_of(unit)
+            t.global_batch += 1
+            t.cursor = (stage, done)
+            bar.update(span_of(unit))
+            t.update_progress(bar)
+            if t._stop_requested:
+                bar.close()
+                self._stop_after_signal()
+                return False
+            session.after_batch()
+        bar.close()
+        finish_stage(t, stage)
+        t.stage_units = None
+        t.cursor = (stage + 1, 0)
+        session.after_epoch(last=stage + 1 == t.num_stages())
+        return True
+
+    def _warn_dropped_items(self) -> None:
+        t = self.trainer
+        world = t.dist.world_size
+        size = len(t.get_train_dataloader())
+        if size % world and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{size % world} of the {size} training items are dropped from every epoch so "
+                f"that {world} processes get equal shards.",
+                stacklevel=4,
+            )
+
+    def _stop_after_signal(self) -> None:
+        """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
+        t = self.trainer
+        path = self.session.save_now(reason="signal")
+        t.interrupted = True
+        t.last_checkpoint = path
+        t._ensure_logger().close(finish_wandb=True)
+        if path is not None:
+            _log.warning(
+                "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "
+                "Resume with train(resume_from_checkpoint=%r, ...).",
+                t.cursor[0] + 1,
+                t.cursor[1],
+                path,
+                path,
+            )
+
+
+def is_due(every: int, start: int, count: int) -> bool:
+    """Whether a multiple of ``every`` falls in ``[start, start + count)`` (every > 0)."""
+    return any(i % every == 0 for i in range(start, start + count))
+
+
+def units_of(values: Sequence[Any], reason: str | None = None) -> StageUnits:
+    """``values`` as a stage's units, optionally asking for a checkpoint (see
+    :class:`StageUnits`)."""
+    units = StageUnits(values)
+    units.checkpoint_reason = reason
+    return units
