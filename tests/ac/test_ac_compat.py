@@ -149,6 +149,7 @@ def test_cli_iac_without_a_critic_says_what_to_set(tmp_path, monkeypatch, tiny_d
         cli_main(
             [
                 "train",
+                "--debug",  # the exception itself, not the one-line message
                 "--algo",
                 "iac",
                 "--set",

@@ -1,4 +1,10 @@
-"""The ``comlrl`` command: train, list."""
+"""The ``comlrl`` command: train, list.
+
+A user error (a bad setting, a missing file, a run directory that is taken, a checkpoint that
+does not fit) prints one line, ``comlrl: error: ...``, and exits with status 2; ``--debug``
+shows the traceback instead. A run stopped by SIGINT/SIGTERM prints the command that continues
+it and exits with status 130.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,51 @@ import inspect
 import os
 import sys
 
+import yaml
+
+from comlrl.core.checkpoint.errors import CheckpointError
+from comlrl.core.config.redact import redacted_paths
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
-from comlrl.core.launch import DEFAULT_RUN, locate_resume, run_training
+from comlrl.core.launch import DEFAULT_RUN, RunInterrupted, locate_resume, run_training
 from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
 
 _EPILOG = """examples:
   comlrl train                                  # two tiny agents, length-ratio task, MAGRPO
   comlrl train --config examples/length_ratio.yaml
   comlrl train --set magrpo.num_train_epochs=2 --set magrpo.num_turns=2
+  comlrl train --override magrpo.num_train_epochs=2 magrpo.num_turns=2
   comlrl train --algo marloo --task length_ratio
   comlrl train --resume                         # continue the newest run from its checkpoint
   comlrl train --resume runs/my-run --set magrpo.num_train_epochs=10
   comlrl list
+
+errors: a bad setting or file prints one line and exits with status 2 (--debug shows the
+traceback); Ctrl-C saves a checkpoint, prints the command that resumes, and exits with 130.
 """
+
+# Exceptions that mean "the user asked for something that cannot be done", not a bug.
+USER_ERRORS = (
+    ValueError,
+    CheckpointError,
+    FileExistsError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+    ImportError,
+    yaml.YAMLError,
+)
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _debug_flag(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show the full traceback of an error instead of one line",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _debug_flag(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = sub.add_parser(
         "train",
@@ -52,7 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one field, e.g. magrpo.num_turns=2 (repeatable; values are YAML)",
     )
-    train.add_argument("--override", dest="overrides", action="append", help=argparse.SUPPRESS)
+    train.add_argument(
+        "--override",
+        dest="overrides",
+        action="extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="one or more overrides after one flag, e.g. --override magrpo.num_turns=2 "
+        "seed=1 (the task repositories' spelling; combines with --set)",
+    )
+    _debug_flag(train, argparse.SUPPRESS)
     train.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
     train.add_argument("--task", help="registered task (see `comlrl list`)")
     train.add_argument(
@@ -63,7 +111,9 @@ def _parser() -> argparse.ArgumentParser:
         help="continue a checkpointed run: a run dir, a checkpoint dir, or 'latest' (the run "
         "named by output.run_name, else the newest run with a checkpoint); the default",
     )
-    sub.add_parser("list", help="list installed algorithms and tasks")
+    _debug_flag(
+        sub.add_parser("list", help="list installed algorithms and tasks"), argparse.SUPPRESS
+    )
     return parser
 
 
@@ -123,12 +173,27 @@ def _train(args: argparse.Namespace) -> int:
             # Without --config the run continues with the settings it was started with
             # (plus any --set, e.g. more epochs).
             if not os.path.isfile(saved):
-                raise SystemExit(f"--resume: {run_dir} has no config.yaml; pass --config.")
+                raise FileNotFoundError(f"--resume: {run_dir} has no config.yaml; pass --config.")
             run = _compose_run(load_yaml(saved), args)
+            hidden = redacted_paths(run)
+            if hidden:
+                _warn(
+                    f"{saved} holds redacted secrets ({', '.join(hidden[:5])}); pass --config "
+                    "again if the run needs them (keys belong in environment variables)."
+                )
         _say(f"resuming {run_dir} from {resume}")
-    run_dir = run_training(run, resume=resume)
+    try:
+        run_dir = run_training(run, resume=resume)
+    except RunInterrupted as stop:
+        _warn(str(stop))
+        return EXIT_INTERRUPTED
     _say(f"run written to {run_dir}")
     return 0
+
+
+def _warn(text: str) -> None:
+    if os.environ.get("RANK", "0") in ("", "0"):
+        print(f"comlrl: {text}", file=sys.stderr)
 
 
 def _say(text: str) -> None:
@@ -148,14 +213,37 @@ def _list() -> int:
     return 0
 
 
+def _one_line(exc: BaseException) -> str:
+    text = ""
+    for line in str(exc).splitlines():
+        line = line.strip(" -")
+        if line:
+            text += (" " if not text or text.endswith(":") else "; ") + line
+    return text.strip() or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``comlrl`` command."""
+    """Entry point of the ``comlrl`` command; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "train":
-        return _train(args)
-    if args.command == "list":
-        return _list()
+    try:
+        if args.command == "train":
+            return _train(args)
+        if args.command == "list":
+            return _list()
+    except USER_ERRORS as exc:
+        if args.debug:
+            raise
+        print(f"comlrl: error: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(
+            "comlrl: interrupted outside the training loop; no checkpoint was written for it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     parser.print_help()
     return 0
 

@@ -8,9 +8,7 @@ import os
 import time
 from typing import Any
 
-import yaml
-
-from comlrl.core.checkpoint.layout import LATEST, resolve_checkpoint
+from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, resolve_checkpoint
 from comlrl.core.config.run_file import MODEL_CONFIG_KEYS, SAMPLING_KEYS, check_run_file
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
@@ -213,7 +211,11 @@ def checkpoint_settings(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _has_checkpoint(checkpoint_dir: str) -> bool:
-    return os.path.isfile(os.path.join(checkpoint_dir, LATEST))
+    return newest_complete(checkpoint_dir) is not None
+
+
+def _checkpoint_time(checkpoint_dir: str) -> float:
+    return os.path.getmtime(os.path.join(newest_complete(checkpoint_dir), MANIFEST))
 
 
 def _run_checkpoint_dir(run_dir: str, run: dict[str, Any] | None = None) -> str:
@@ -241,7 +243,7 @@ def locate_resume(resume: str, run: dict[str, Any]) -> tuple[str, str]:
             runs = [os.path.join(base, n) for n in os.listdir(base)] if os.path.isdir(base) else []
             candidates = sorted(
                 (r for r in runs if _has_checkpoint(_run_checkpoint_dir(r))),
-                key=lambda r: os.path.getmtime(os.path.join(_run_checkpoint_dir(r), LATEST)),
+                key=lambda r: _checkpoint_time(_run_checkpoint_dir(r)),
             )[-1:]
         if not candidates or not _has_checkpoint(_run_checkpoint_dir(candidates[0])):
             where = candidates[0] if candidates else base
@@ -265,11 +267,30 @@ def locate_resume(resume: str, run: dict[str, Any]) -> tuple[str, str]:
     return run_dir, checkpoint
 
 
+class RunInterrupted(Exception):
+    """SIGINT/SIGTERM stopped training; ``resume`` is the command that continues the run
+    (None when checkpoints are disabled and nothing was saved)."""
+
+    def __init__(self, run_dir: str, resume: str | None):
+        self.run_dir = run_dir
+        self.resume = resume
+        if resume:
+            text = f"Training stopped by a signal; continue it with: {resume}"
+        else:
+            text = "Training stopped by a signal; checkpoints are disabled, nothing was saved."
+        super().__init__(text)
+
+
 def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     """Train as ``run`` describes and return the run directory.
 
-    ``resume`` continues a checkpointed run (anything :func:`locate_resume` accepts).
+    ``resume`` continues a checkpointed run (anything :func:`locate_resume` accepts). Nothing in
+    the run directory changes until every check passed (see :mod:`comlrl.core.run_dir`).
+    Raises :class:`RunInterrupted` when a signal stopped training.
     """
+    from comlrl.core import run_dir as run_files
+    from comlrl.core.checkpoint.session import on_checks_passed
+
     check_run_file(run, DEFAULT_RUN)
     algo = str(run.get("algorithm") or "magrpo").lower()
     task_name, _ = _task_section(run)
@@ -286,39 +307,36 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
         run_dir = os.path.join(output.get("base_dir") or "runs", run_name(run, algo, task_name))
         checkpoint = None
     run_dir = broadcast_object(run_dir, dist)
-    if dist.is_main:
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as fh:
-            yaml.safe_dump(_redacted(run), fh, sort_keys=False)
-    barrier(dist)
-    trainer = build_trainer(run, run_dir)
-    trainer.verbose = bool(output.get("verbose", True))
-    trainer.train(
-        resume_from_checkpoint=checkpoint,
-        checkpoint_dir=_run_checkpoint_dir(run_dir, run) if ckpt["enabled"] else None,
-        checkpoint_interval=ckpt["interval"],
-        checkpoint_total_limit=ckpt["total_limit"],
-        checkpoint_every_batches=ckpt["every_batches"],
-    )
+    checkpoint_dir = _run_checkpoint_dir(run_dir, run) if ckpt["enabled"] else None
+    if checkpoint is None:
+        run_files.check_fresh(run_dir, checkpoint_dir)
+    created = not os.path.exists(run_dir)
+    barrier(dist)  # every rank checked the directory before rank 0 creates anything in it
+    committed = []
+
+    def commit() -> None:
+        committed.append(True)
+        if dist.is_main:
+            run_files.write_config(run_dir, run)
+
+    try:
+        trainer = build_trainer(run, run_dir)
+        trainer.verbose = bool(output.get("verbose", True))
+        with on_checks_passed(commit):
+            trainer.train(
+                resume_from_checkpoint=checkpoint,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_interval=ckpt["interval"],
+                checkpoint_total_limit=ckpt["total_limit"],
+                checkpoint_every_batches=ckpt["every_batches"],
+            )
+    except BaseException:
+        if created and not committed and dist.is_main:
+            run_files.remove_if_unused(run_dir)
+        raise
     if getattr(trainer, "interrupted", False):
-        print(
-            f"Training stopped by a signal; resume with: comlrl train --resume {run_dir}"
-            if trainer.last_checkpoint
-            else "Training stopped by a signal (checkpoints are disabled, nothing was saved)."
-        )
-        return run_dir
+        saved = trainer.last_checkpoint is not None
+        raise RunInterrupted(run_dir, run_files.resume_command(run_dir) if saved else None)
     if output.get("save_final_model", True):
         trainer.save_model(os.path.join(run_dir, "agents"))
     return run_dir
-
-
-def _redacted(run: dict[str, Any]) -> dict[str, Any]:
-    """The run file without secrets (API keys stay in the environment)."""
-    out = {}
-    for key, value in run.items():
-        if isinstance(value, dict):
-            value = _redacted(value)
-        elif "api_key" in key.lower() and not key.lower().endswith("_env"):
-            value = "<redacted>"
-        out[key] = value
-    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -19,6 +20,12 @@ from comlrl.core.checkpoint.layout import LATEST, STAGING_PREFIX, TRASH_PREFIX, 
 # every checkpoint whose sequence is >= SEQ (default 1), after it wrote a PAUSED marker into the
 # staging directory. Tests use it to kill a process while a checkpoint is half written.
 TEST_DELAY_ENV = "COMLRL_TEST_CHECKPOINT_DELAY"
+# Test hook, read only here: "STAGE:N" SIGKILLs this process the N-th time (counted from 1,
+# within this process) a save reaches STAGE, one of KILL_STAGES. The crash tests use it to kill
+# a run at exact points of a checkpoint write; a real run never sets it.
+TEST_KILL_ENV = "COMLRL_TEST_CHECKPOINT_KILL"
+KILL_STAGES = ("staging", "owner", "weights", "manifest", "published", "latest", "rotating")
+_stage_counts: dict[str, int] = {}
 
 
 def fsync_path(path: str) -> None:
@@ -78,6 +85,7 @@ def remove_tree(path: str) -> None:
     moved = os.path.join(trash, name)
     os.rename(path, moved)
     fsync_path(parent or ".")
+    kill_point("rotating")
     shutil.rmtree(trash)
 
 
@@ -93,3 +101,18 @@ def pause_for_tests(staging: str, sequence: int) -> None:
         fh.write(str(sequence))
     time.sleep(float(seconds))
     os.unlink(os.path.join(staging, "PAUSED"))
+
+
+def kill_point(stage: str) -> None:
+    """Honour the ``COMLRL_TEST_CHECKPOINT_KILL`` test hook (no-op unless it is set)."""
+    raw = os.environ.get(TEST_KILL_ENV)
+    if not raw:
+        return
+    want, _, nth = raw.partition(":")
+    if want not in KILL_STAGES or not (nth or "1").isdigit():
+        raise ValueError(
+            f"{TEST_KILL_ENV}={raw!r}: expected STAGE[:N] with STAGE one of {list(KILL_STAGES)}."
+        )
+    _stage_counts[stage] = _stage_counts.get(stage, 0) + 1
+    if want == stage and _stage_counts[stage] == int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from comlrl.core.checkpoint.modules import alias_map, describe
+from comlrl.core.config.redact import redact
 
 # Config fields that may differ on resume: more epochs, other devices, other logging/eval
 # cadence and memory knobs. Fields ending in _device/_devices are portable too.
@@ -65,12 +66,17 @@ def _plain(value: Any) -> Any:
 
 
 def config_fingerprint(args: Any, extra_portable: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The config's non-portable fields as plain data."""
+    """The config's non-portable fields as plain data, secrets redacted."""
     if dataclasses.is_dataclass(args):
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
     else:
         values = dict(vars(args)) if args is not None else {}
-    return {k: _plain(v) for k, v in sorted(values.items()) if not is_portable(k, extra_portable)}
+    # Secrets never reach a manifest; both sides of a resume compare the same redacted form.
+    return {
+        k: _plain(redact(v, k))
+        for k, v in sorted(values.items())
+        if not is_portable(k, extra_portable)
+    }
 
 
 def model_config_dict(model: Any) -> dict[str, Any] | None:

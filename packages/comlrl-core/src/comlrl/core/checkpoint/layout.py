@@ -76,12 +76,47 @@ def read_latest(directory: str) -> str | None:
     return os.path.join(directory, name)
 
 
+def newest_complete(directory: str) -> str | None:
+    """The complete checkpoint with the highest sequence in ``directory``, or None."""
+    complete = [path for _, path in list_checkpoints(directory) if is_complete(path)]
+    return complete[-1] if complete else None
+
+
+def _holds_checkpoints(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, LATEST)) or bool(list_checkpoints(directory))
+
+
+def resolve_latest(directory: str) -> str:
+    """The checkpoint to resume from in a directory of checkpoints.
+
+    That is what ``latest`` names, unless a newer complete checkpoint exists or the pointer is
+    missing or names nothing: a process killed after publishing a checkpoint but before moving
+    the pointer leaves exactly that, and the newest complete checkpoint is then the right one.
+    """
+    pointed = read_latest(directory)
+    newest = newest_complete(directory)
+    if pointed is not None and is_complete(pointed):
+        if newest is None or parse_sequence(os.path.basename(pointed)) >= parse_sequence(
+            os.path.basename(newest)
+        ):
+            return pointed
+    if newest is not None:
+        return newest
+    if pointed is not None:
+        raise CheckpointError(
+            f"{os.path.join(directory, LATEST)} points at {pointed}, which is not a complete "
+            "checkpoint, and the directory holds no other complete checkpoint."
+        )
+    raise CheckpointError(f"{directory} holds no complete checkpoint to resume from.")
+
+
 def resolve_checkpoint(path: str | os.PathLike, checkpoint_dir: str | None = None) -> str:
     """Turn a resume argument into the directory of one complete checkpoint.
 
-    Accepted: a checkpoint directory; a ``latest`` pointer file; a checkpoint dir that holds
-    ``latest``; a run directory with ``checkpoints/latest``; or the word ``"latest"``, meaning
-    ``<checkpoint_dir>/latest``.
+    Accepted: a checkpoint directory; a ``latest`` pointer file; a directory of checkpoints; a
+    run directory with ``checkpoints/``; or the word ``"latest"``, meaning the newest complete
+    checkpoint of ``checkpoint_dir``. In a directory of checkpoints, ``latest`` names the
+    checkpoint unless a newer complete one exists (see :func:`resolve_latest`).
     """
     text = os.fspath(path)
     if text == LATEST:
@@ -89,28 +124,23 @@ def resolve_checkpoint(path: str | os.PathLike, checkpoint_dir: str | None = Non
             raise ValueError(
                 "resume_from_checkpoint='latest' needs checkpoint_dir to say where to look."
             )
-        text = os.path.join(checkpoint_dir, LATEST)
-    candidates = []
-    if os.path.isfile(text) and os.path.basename(text) == LATEST:
-        target = read_latest(os.path.dirname(text) or ".")
-        candidates.append(target)
-    elif os.path.isdir(text):
-        if os.path.isfile(os.path.join(text, MANIFEST)) or os.path.isfile(
-            os.path.join(text, OWNER)
-        ):
-            candidates.append(text)
-        elif os.path.isfile(os.path.join(text, LATEST)):
-            candidates.append(read_latest(text))
-        elif os.path.isfile(os.path.join(text, "checkpoints", LATEST)):
-            candidates.append(read_latest(os.path.join(text, "checkpoints")))
-        else:
+        if not os.path.isdir(checkpoint_dir):
             raise CheckpointError(
-                f"{text} is neither a checkpoint (no {MANIFEST}) nor a directory with a "
-                f"'{LATEST}' pointer (or checkpoints/{LATEST}); no complete checkpoint there."
+                f"resume_from_checkpoint='latest': checkpoint_dir {checkpoint_dir} does not exist."
             )
-    else:
+        return os.path.normpath(resolve_latest(checkpoint_dir))
+    if os.path.isfile(text) and os.path.basename(text) == LATEST:
+        return os.path.normpath(resolve_latest(os.path.dirname(text) or "."))
+    if not os.path.isdir(text):
         raise CheckpointError(f"resume_from_checkpoint: {text} does not exist.")
-    target = candidates[0]
-    if not os.path.isdir(target):
-        raise CheckpointError(f"{text} points at {target}, which does not exist.")
-    return os.path.normpath(target)
+    if os.path.isfile(os.path.join(text, MANIFEST)) or os.path.isfile(os.path.join(text, OWNER)):
+        return os.path.normpath(text)
+    if _holds_checkpoints(text):
+        return os.path.normpath(resolve_latest(text))
+    nested = os.path.join(text, "checkpoints")
+    if os.path.isdir(nested) and _holds_checkpoints(nested):
+        return os.path.normpath(resolve_latest(nested))
+    raise CheckpointError(
+        f"{text} is neither a checkpoint (no {MANIFEST}) nor a directory of checkpoints (or one "
+        "with checkpoints/); no complete checkpoint there."
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from comlrl.core.checkpoint.atomic import remove_tree
-from comlrl.core.checkpoint.layout import STAGING_PREFIX, is_complete, list_checkpoints
+from comlrl.core.checkpoint.layout import is_complete, list_checkpoints
 from comlrl.core.checkpoint.reader import read_owner
 
 
@@ -33,17 +33,3 @@ def rotate(directory: str, run_id: str, limit: int | None, protect: set[str]) ->
             remove_tree(path)
             removed.append(path)
     return removed
-
-
-def stale_staging(directory: str, run_id: str) -> list[str]:
-    """Staging dirs that a killed save of ``run_id`` left behind."""
-    if not os.path.isdir(directory):
-        return []
-    out = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if name.startswith(STAGING_PREFIX) and os.path.isdir(path):
-            owner = read_owner(path)
-            if owner is not None and owner["run_id"] == run_id:
-                out.append(path)
-    return out

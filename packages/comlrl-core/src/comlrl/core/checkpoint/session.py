@@ -13,9 +13,11 @@ import logging
 import os
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from comlrl.core.checkpoint.atomic import remove_tree
+from comlrl.core.checkpoint.claim import clear_leftovers, lock_directory
 from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
 from comlrl.core.checkpoint.fingerprint import differences, trainer_fingerprint
 from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
@@ -23,10 +25,23 @@ from comlrl.core.checkpoint.modules import check_module, load_module
 from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
 from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
-from comlrl.core.checkpoint.rotation import rotate, stale_staging
+from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint
 
 _log = logging.getLogger(__name__)
+_checks_passed_callbacks: list[Callable[[], None]] = []
+
+
+@contextmanager
+def on_checks_passed(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` once a training session has passed every check, before it changes
+    anything on disk or in the trainer. The CLI writes a run's config.yaml from here, so a run
+    that is refused leaves its run directory as it was."""
+    _checks_passed_callbacks.append(callback)
+    try:
+        yield
+    finally:
+        _checks_passed_callbacks.remove(callback)
 
 
 def _positive_int(name: str, value: Any, allow_none: bool) -> None:
@@ -87,6 +102,10 @@ class CheckpointSession:
         d = self.directory
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
+        if getattr(self.trainer, "is_main_process", True):
+            # Only the saving process locks: it alone writes, and it alone clears leftovers.
+            os.makedirs(d, exist_ok=True)
+            lock_directory(d, self)
         existing = list_checkpoints(d)
         if self.fresh and existing:
             names = ", ".join(os.path.basename(p) for _, p in existing[:5])
@@ -102,11 +121,28 @@ class CheckpointSession:
                 "next to its own checkpoints. Choose another checkpoint_dir."
             )
         self.sequence = max([self.sequence] + [seq for seq, _ in existing])
-        if not getattr(self.trainer, "is_main_process", True):
-            return  # only the saving process cleans up after an unfinished save
-        for path in stale_staging(d, self.run_id):
-            _log.info("Removing %s, left by a save that did not finish.", path)
-            remove_tree(path)
+
+    def _commit(self) -> None:
+        """Every check passed: clear what dead saves left, then let the caller know."""
+        if self.directory is not None and getattr(self.trainer, "is_main_process", True):
+            clear_leftovers(self.directory)
+        for callback in list(_checks_passed_callbacks):
+            callback()
+
+    def _start_clean_log(self) -> None:
+        """A fresh run never appends to an older run's metrics log: that log is moved aside."""
+        logger = getattr(self.trainer, "logger", None)
+        inherited = getattr(logger, "inherited_records", 0)
+        if logger is None or logger.jsonl is None or not inherited:
+            return
+        old = logger.jsonl.set_aside()
+        logger.inherited_records = 0
+        warnings.warn(
+            f"{logger.run_dir} held the metrics.jsonl of an earlier run ({inherited} records); "
+            f"it was moved to {old} and this fresh run starts an empty log. Pass "
+            "resume_from_checkpoint to continue that run instead.",
+            stacklevel=4,
+        )
 
     # ------------------------------------------------------------------ resume
     def fingerprint(self) -> dict[str, Any]:
@@ -118,6 +154,8 @@ class CheckpointSession:
     def restore(self) -> tuple[int, int]:
         """Load the checkpoint (if resuming) and return the (epoch, position) to start from."""
         if self.reader is None:
+            self._start_clean_log()
+            self._commit()
             return 0, 0
         reader = self.reader
         saved_world = reader.manifest["fingerprint"].get("world_size", 1)
@@ -138,6 +176,7 @@ class CheckpointSession:
         problems += self._log_problems(reader)
         if problems:
             raise IncompatibleCheckpointError(reader.path, problems)
+        self._commit()
         self._apply(reader)
         self.resumed_from = reader.path
         self.last_path = reader.path

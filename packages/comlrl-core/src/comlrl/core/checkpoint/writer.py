@@ -10,7 +10,13 @@ from typing import Any
 
 from safetensors.torch import save_file
 
-from comlrl.core.checkpoint.atomic import make_staging, pause_for_tests, publish, write_latest
+from comlrl.core.checkpoint.atomic import (
+    kill_point,
+    make_staging,
+    pause_for_tests,
+    publish,
+    write_latest,
+)
 from comlrl.core.checkpoint.codec import dumps
 from comlrl.core.checkpoint.errors import CheckpointError
 from comlrl.core.checkpoint.layout import MANIFEST, OWNER, RNG_FILE, STATE, checkpoint_name
@@ -60,6 +66,7 @@ def _write_components(trainer: Any, staging: str, sequence: int) -> dict[str, An
         meta["file"] = f"{rel}/{WEIGHTS_FILE}"
         model_meta[name] = meta
     pause_for_tests(staging, sequence)
+    kill_point("weights")
     optim_meta = []
     for i, optimizer in enumerate(trainer.optimizers_list()):
         tensors, meta = optimizer_payload(optimizer)
@@ -94,9 +101,11 @@ def write_checkpoint(
     rng_tensors, rng_meta = capture_rng()
     staging = make_staging(directory, sequence)
     try:
+        kill_point("staging")
         _write_text(
             os.path.join(staging, OWNER), json.dumps({"run_id": run_id, "sequence": sequence})
         )
+        kill_point("owner")
         state = _write_components(trainer, staging, sequence)
         save_file(rng_tensors, os.path.join(staging, RNG_FILE), metadata={"format": "pt"})
         state.update(
@@ -125,10 +134,13 @@ def write_checkpoint(
             "fingerprint": fingerprint,
         }
         _write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=1))
+        kill_point("manifest")
         publish(staging, target)
     except BaseException:
         if os.path.isdir(staging):
             shutil.rmtree(staging)
         raise
+    kill_point("published")
     write_latest(directory, os.path.basename(target))
+    kill_point("latest")
     return target

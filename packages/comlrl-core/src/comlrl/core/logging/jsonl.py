@@ -48,6 +48,18 @@ class JsonlSink:
         self.count = len(kept)
         self._fh = open(self.path, "a", encoding="utf-8")
 
+    def set_aside(self) -> str:
+        """Move the file to ``<stem>.old-<n>.jsonl`` (the first free n) and start an empty one;
+        returns the new name of the old file."""
+        self._fh.close()
+        n = 1
+        while (old := self.path.with_name(f"{self.path.stem}.old-{n}{self.path.suffix}")).exists():
+            n += 1
+        os.replace(self.path, old)
+        self.count = 0
+        self._fh = open(self.path, "a", encoding="utf-8")
+        return str(old)
+
     def close(self) -> None:
         """Close the file."""
         if not self._fh.closed:

@@ -47,6 +47,8 @@ class MetricLogger:
                 if name not in BUILT_IN:
                     options = dict(self._wandb_config or {})
                     self.sinks.append(factories[name](self.run_dir, self._run_config, options))
+        # Records an earlier run left in this run dir's log; a fresh run sets them aside.
+        self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
 
     def start_wandb(self, resume_id: str | None = None) -> str | None:
         """Open the W&B run (resuming ``resume_id`` when given); returns its id."""

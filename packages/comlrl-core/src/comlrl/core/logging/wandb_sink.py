@@ -6,6 +6,8 @@ import importlib.util
 import os
 from typing import Any
 
+from comlrl.core.config.redact import redact
+
 _MISSING_WANDB = (
     "wandb_config was given but wandb is not installed. Install it with `pip install wandb` "
     "(the `comlrl` package includes it; for the member packages alone use "
@@ -33,6 +35,7 @@ def wandb_init_kwargs(
 
     Recognised keys: project (default "comlrl"), entity, name or run_name, dir (created), tags,
     id, resume, mode, group, notes, and config_sections (merged into the logged config).
+    Secret-looking values of the logged config are redacted (see ``comlrl.core.config.redact``).
     """
     cfg = dict(wandb_config)
     kwargs: dict[str, Any] = {"project": cfg.get("project") or "comlrl"}
@@ -51,7 +54,7 @@ def wandb_init_kwargs(
     if isinstance(dataset, dict):
         config.setdefault("dataset_name", dataset.get("name"))
         config.setdefault("dataset_type", dataset.get("type"))
-    kwargs["config"] = config
+    kwargs["config"] = redact(config)  # W&B stores and uploads it: no secrets
     return kwargs
 
 
