@@ -73,6 +73,7 @@ class OptimizationSteps:
             [s.completion_ids for s in batch],
             pad_id=pad,
             max_tokens=self.args.logprob_max_tokens,
+            dedupe=False,  # keeps the forwards, and so the float sums, as they were
             layout="padded",
         )
         for idx, lp in parts:

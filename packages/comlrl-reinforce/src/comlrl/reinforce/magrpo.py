@@ -230,12 +230,14 @@ class MAGRPOTrainer(TrainerBase):
         opt.zero_grad(set_to_none=True)
         total = 0.0
         # A node's K completions share its prompt: each micro-batch encodes a prompt once.
+        # Rows stay as they are (no dedupe), so the forwards and their float sums are unchanged.
         parts = score_parts(
             model,
             prompts,
             comps,
             pad_id=pad,
             max_tokens=a.logprob_max_tokens,
+            dedupe=False,
             layout="shared_prompt",
         )
         for idx, lp in parts:
