@@ -11,10 +11,7 @@ from typing import Any
 import torch
 
 from comlrl.core.devices import resolve_devices
-
-
-def _is_name(value: Any) -> bool:
-    return isinstance(value, (str, bytes)) or hasattr(value, "__fspath__")
+from comlrl.core.models import is_model_name
 
 
 def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: str) -> list[Any]:
@@ -25,7 +22,7 @@ def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: 
     be given only when ``critics`` repeats the ``critic_model`` name.
     """
     if critics is not None:
-        if _is_name(critics) or not isinstance(critics, Sequence):
+        if is_model_name(critics) or not isinstance(critics, Sequence):
             raise ValueError(
                 f"critics must be a list of model names, directories or model objects, "
                 f"got {type(critics).__name__}."
@@ -38,11 +35,11 @@ def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: 
         if any(c is None for c in critics):
             raise ValueError("critics entries must be non-null.")
         if critic_model is not None:
-            names = {os.fspath(c) for c in critics if _is_name(c)}
+            names = {os.fspath(c) for c in critics if is_model_name(c)}
             if (
                 len(names) != 1
-                or not all(_is_name(c) for c in critics)
-                or names != {os.fspath(critic_model) if _is_name(critic_model) else None}
+                or not all(is_model_name(c) for c in critics)
+                or names != {os.fspath(critic_model) if is_model_name(critic_model) else None}
             ):
                 raise ValueError(
                     "critic_model and critics conflict: pass critic_model for identical critics, "
@@ -51,7 +48,7 @@ def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: 
         return list(critics)
     if critic_model is None:
         raise ValueError(f"{family}: critics must be provided (critic_model or critics).")
-    if not _is_name(critic_model) and count > 1:
+    if not is_model_name(critic_model) and count > 1:
         raise ValueError(
             "critic_model should be a model name or directory to build one critic per agent; to "
             f"share one critic object pass critics=[critic] * {count}."

@@ -24,7 +24,7 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-def _is_name(value: Any) -> bool:
+def is_model_name(value: Any) -> bool:
     return isinstance(value, (str, bytes)) or hasattr(value, "__fspath__")
 
 
@@ -37,7 +37,7 @@ def resolve_model_sources(agent_model: Any, agents: Any, num_agents: int | None)
     if agent_model is None and agents is None:
         raise ValueError("Either agent_model or agents must be provided.")
     if agents is not None:
-        if _is_name(agents) or not isinstance(agents, Sequence) or len(agents) == 0:
+        if is_model_name(agents) or not isinstance(agents, Sequence) or len(agents) == 0:
             raise ValueError(
                 "agents must be a non-empty list of model names, directories or model objects."
             )
@@ -46,13 +46,13 @@ def resolve_model_sources(agent_model: Any, agents: Any, num_agents: int | None)
         if num_agents is not None and agent_model is not None and len(agents) != num_agents:
             raise ValueError(f"agents length ({len(agents)}) must match num_agents ({num_agents}).")
         if agent_model is not None:
-            if not all(_is_name(a) and str(a) == str(agent_model) for a in agents):
+            if not all(is_model_name(a) and str(a) == str(agent_model) for a in agents):
                 raise ValueError(
                     "agent_model and agents conflict: pass agent_model for identical agents, "
                     "or agents for a heterogeneous list, not both."
                 )
         return list(agents)
-    if not _is_name(agent_model):
+    if not is_model_name(agent_model):
         if num_agents not in (None, 1):
             raise ValueError(
                 "agent_model should be a string to create homogeneous agents; to share one model "
@@ -67,7 +67,7 @@ def resolve_model_sources(agent_model: Any, agents: Any, num_agents: int | None)
 
 def infer_model_name(source: Any) -> str:
     """A readable name for a source: the string itself or the model's ``_name_or_path``."""
-    if _is_name(source):
+    if is_model_name(source):
         return str(source)
     base = getattr(source, "base_model", None)
     for obj in (base, source):
@@ -134,7 +134,7 @@ def check_model_source(source: Any, field: str = "agent_model") -> None:
     a directory with a readable ``config.json`` and complete weight files; a name that looks
     like a path but does not exist is an error rather than a hub lookup.
     """
-    if not _is_name(source):
+    if not is_model_name(source):
         return
     text = os.fsdecode(source) if isinstance(source, bytes) else os.fspath(source)
     path = os.path.expanduser(text)
@@ -155,7 +155,7 @@ def check_model_source(source: Any, field: str = "agent_model") -> None:
 
 def check_model_sources(sources: Sequence[Any], field: str = "agent_model") -> None:
     """:func:`check_model_source` for each distinct name in ``sources``."""
-    for src in {str(s): s for s in sources if _is_name(s)}.values():
+    for src in {str(s): s for s in sources if is_model_name(s)}.values():
         check_model_source(src, field)
 
 
@@ -267,7 +267,7 @@ def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> lis
     loaded: dict[str, Any] = {}
     models = []
     for src in sources:
-        if _is_name(src):
+        if is_model_name(src):
             key = str(src)
             if key in loaded:
                 models.append(copy.deepcopy(loaded[key]))
@@ -292,7 +292,7 @@ def resolve_tokenizers(tokenizer: Any, sources: Sequence[Any], model_config: dic
     """One tokenizer per agent: a given list, one shared tokenizer, or loaded from names."""
     count = len(sources)
     if tokenizer is None:
-        if not all(_is_name(s) for s in sources):
+        if not all(is_model_name(s) for s in sources):
             raise ValueError("Tokenizer(s) must be provided when agents are model objects.")
         from transformers import AutoTokenizer
 

@@ -11,14 +11,12 @@ samples its preference data again.
 from __future__ import annotations
 
 import copy
-import math
 import random
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from comlrl.core import loop
@@ -29,17 +27,17 @@ from comlrl.core.centralized import (
     check_adapter,
 )
 from comlrl.core.devices import plan_devices
-from comlrl.core.distributed import all_gather_objects, resolve_mode, shard_range
+from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logprobs import score
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
-from comlrl.core.rewards import RewardCaller, RewardError
-from comlrl.core.rollout.generation import PromptSamples
+from comlrl.core.rewards import RewardCaller
 from comlrl.core.trainer import TrainerBase
+from comlrl.pbrl.candidates import CandidatePairs
 from comlrl.pbrl.config import MADPOConfig
-from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
+from comlrl.pbrl.pairs import PreferencePair
 
 
 @dataclass
@@ -49,7 +47,7 @@ class PreferenceInputs(TrainerInputs):
     centralized_comparator_adapter: Any = None
 
 
-class PreferenceTrainerBase(TrainerBase):
+class PreferenceTrainerBase(CandidatePairs, TrainerBase):
     """Shared constructor and loop of MADPO, MARLHF and their iterative variants.
 
     The constructor takes CoMLRL's MAGRPO arguments plus ``centralized_comparator_adapter``. With
@@ -174,189 +172,12 @@ class PreferenceTrainerBase(TrainerBase):
         """The units of training of ``stage``, in order."""
         raise NotImplementedError
 
-    def _run_unit(self, unit: Any) -> None:
-        raise NotImplementedError
-
     def _unit_trains(self, unit: Any) -> bool:
         """Whether ``unit`` is a training step (eval cadence counts those)."""
         return True
 
     def _finish_stage(self, stage: int) -> None:
         """Hook after the last unit of a stage."""
-
-    # ------------------------------------------------------------------ rewards
-    @property
-    def reward_range(self):
-        """The task reward's declared ``(low, high)`` range, or None."""
-        if self.collaboration is not None:
-            return self.collaboration.reward_range
-        return self.reward_caller.reward_range
-
-    def process_rewards(self, raw: Sequence[float]) -> list[float]:
-        """Apply ``reward_processor`` to raw rewards; outputs must be finite numbers."""
-        if self.reward_processor is None:
-            return [float(r) for r in raw]
-        out = []
-        for value in raw:
-            result = self.reward_processor(value)
-            try:
-                result = float(result)
-            except (TypeError, ValueError) as exc:
-                raise RewardError(
-                    f"reward_processor returned {result!r} for reward {value!r}; it must return "
-                    "a number."
-                ) from exc
-            if not math.isfinite(result):
-                raise RewardError(
-                    f"reward_processor produced a non-finite value {result!r} for reward {value!r}."
-                )
-            out.append(result)
-        return out
-
-    def score_raw(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Unprocessed task rewards of a batch of joint actions (one reward call)."""
-        with self.timed("reward"):
-            return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
-
-    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Processed task rewards (used by eval rollouts)."""
-        return self.process_rewards(
-            self.score_raw(agent_completions, prompts=prompts, batch_items=batch_items)
-        )
-
-    # ------------------------------------------------------------------ candidates
-    def sample_candidates(
-        self, items: Sequence[dict], num_samples: int, params
-    ) -> list[list[PromptSamples]]:
-        """``[actor][item]`` samples of the current policy for each item's prompts."""
-        prompts = [[self.formatters[i](item) for item in items] for i in range(self.num_agents)]
-        return self.generate_per_agent(prompts, num_samples, params)
-
-    def score_joint(
-        self, texts: list[list[list[str]]], prompts: list[str], items: Sequence[dict]
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """Score aligned joint candidates in one reward call.
-
-        ``texts[i][j][k]`` is actor ``i``'s ``k``-th candidate for item ``j``; candidate ``k`` of
-        item ``j`` is the joint action ``(texts[0][j][k], ..., texts[N-1][j][k])``. Returns raw and
-        processed rewards as ``[item][k]``.
-        """
-        counts = [len(texts[0][j]) for j in range(len(items))]
-        comps = [[t for j in range(len(items)) for t in texts[i][j]] for i in range(len(texts))]
-        flat_prompts = [prompts[j] for j in range(len(items)) for _ in range(counts[j])]
-        flat_items = [items[j] for j in range(len(items)) for _ in range(counts[j])]
-        raw = self.score_raw(comps, prompts=flat_prompts, batch_items=flat_items)
-        processed = self.process_rewards(raw)
-        out_raw, out_proc, pos = [], [], 0
-        for c in counts:
-            out_raw.append(raw[pos : pos + c])
-            out_proc.append(processed[pos : pos + c])
-            pos += c
-        return out_raw, out_proc
-
-    def build_policy_pairs(
-        self, items: Sequence[dict], params
-    ) -> tuple[list[PreferencePair], dict]:
-        """Sample ``preference_num_candidates`` aligned joint candidates per item, score them and
-        keep the selected non-tied pairs. Returns the pairs and generation statistics."""
-        a = self.args
-        k = a.preference_num_candidates
-        per_call = a.rollout_batch_size or 1
-        pairs: list[PreferencePair] = []
-        rewards_seen: list[float] = []
-        tied_items = 0
-        for start in range(0, len(items), per_call):
-            chunk = list(items[start : start + per_call])
-            samples = self.sample_candidates(chunk, k, params)
-            texts = [[s.texts for s in samples[i]] for i in range(self.num_agents)]
-            prompts = [samples[0][j].prompt for j in range(len(chunk))]
-            raw, processed = self.score_joint(texts, prompts, chunk)
-            for j in range(len(chunk)):
-                rewards = processed[j]
-                rewards_seen.extend(rewards)
-                chosen = select_pairs(
-                    candidate_pairs(rewards),
-                    a.pair_selection,
-                    a.preference_pairs_per_sample,
-                    self.pair_rng,
-                )
-                if not chosen:
-                    tied_items += 1
-                mean = float(np.mean(rewards))
-                for w, lo, _gap in chosen:
-                    pairs.append(
-                        PreferencePair(
-                            prompts=[samples[i][j].prompt for i in range(self.num_agents)],
-                            winner_completions=[texts[i][j][w] for i in range(self.num_agents)],
-                            loser_completions=[texts[i][j][lo] for i in range(self.num_agents)],
-                            prompt_ids=[
-                                list(samples[i][j].prompt_ids) for i in range(self.num_agents)
-                            ],
-                            winner_ids=[
-                                list(samples[i][j].completion_ids[w])
-                                for i in range(self.num_agents)
-                            ],
-                            loser_ids=[
-                                list(samples[i][j].completion_ids[lo])
-                                for i in range(self.num_agents)
-                            ],
-                            winner_reward=rewards[w],
-                            loser_reward=rewards[lo],
-                            candidate_reward_mean=mean,
-                            raw_rewards=[raw[j][w], raw[j][lo]],
-                        )
-                    )
-        stats = {
-            "preference/num_pairs": float(len(pairs)),
-            "preference/candidate_reward_mean": float(np.mean(rewards_seen))
-            if rewards_seen
-            else float("nan"),
-            "preference/tied_items": float(tied_items),
-        }
-        if self.collaboration is not None:
-            stats.update(self.collaboration.stats())
-        return pairs, stats
-
-    # ------------------------------------------------------------------ multi-process
-    def rank_share(self, rows: Sequence[Any]) -> list[Any]:
-        """This rank's contiguous share of ``rows`` (all of them in a single process)."""
-        begin, end = shard_range(0, len(rows), self.dist)
-        return list(rows[begin:end])
-
-    def gather_pairs(
-        self, pairs: list[PreferencePair], stats: dict[str, float], num_items: int
-    ) -> tuple[list[PreferencePair], dict[str, float]]:
-        """Every rank's pairs, in rank order (item order, as shards are contiguous), and the
-        pair statistics over all of them; identical on every rank. ``num_items`` is how many
-        items this rank sampled (it weights the means)."""
-        if not self.dist.is_distributed:
-            return pairs, stats
-        parts = all_gather_objects((pairs, stats, num_items), self.dist)
-        merged = [p for part, _, _ in parts for p in part]
-        total_items = sum(n for _, _, n in parts)
-        summed = ("preference/num_pairs", "preference/tied_items")
-        out: dict[str, float] = {}
-        for key in stats:
-            values = [(s[key], n) for _, s, n in parts if n]
-            if key in summed:
-                out[key] = float(sum(v for v, _ in values))
-            elif total_items and values:
-                out[key] = float(sum(v * n for v, n in values) / total_items)
-            else:
-                out[key] = float("nan")
-        return merged, out
-
-    def attach_reference_logps_sharded(self, pairs: Sequence[PreferencePair]) -> None:
-        """:meth:`attach_reference_logps` for pairs every rank holds: each rank scores its
-        share and the values are gathered (a single process scores them all)."""
-        if not self.dist.is_distributed:
-            self.attach_reference_logps(pairs)
-            return
-        mine = self.rank_share(pairs)
-        self.attach_reference_logps(mine)
-        parts = all_gather_objects([p.reference_logps for p in mine], self.dist)
-        for pair, logps in zip(pairs, [v for part in parts for v in part]):
-            pair.reference_logps = logps
 
     # ------------------------------------------------------------------ log-probs
     def sequence_logps(
@@ -418,13 +239,6 @@ class PreferenceTrainerBase(TrainerBase):
                     pair.reference_logps.append([values[j], values[n + j]])
         finally:
             del refs
-
-    # ------------------------------------------------------------------ timing
-    def take_timings(self) -> dict[str, float]:
-        """``timing/generate``, ``timing/reward``, ``timing/update`` (seconds) and
-        ``throughput/tokens_per_s`` since the previous training record; resets them."""
-        # Every preference training record carries the same keys: 0.0 when nothing was timed.
-        return self.timing.drain(idle_throughput=True)
 
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()

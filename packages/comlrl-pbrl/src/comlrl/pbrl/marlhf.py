@@ -19,7 +19,7 @@ import torch
 from comlrl.core import loop
 from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
-from comlrl.core.models import ensure_pad_token
+from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.optim import build_adamw
 from comlrl.core.registry import PROVIDERS, load_algorithm
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
@@ -61,10 +61,6 @@ class TrainerDataParallel(DataParallel):
 
     def total(self, value: float) -> float:
         return all_reduce_sum(value, self.trainer.dist)
-
-
-def _is_name(value: Any) -> bool:
-    return isinstance(value, (str, bytes)) or hasattr(value, "__fspath__")
 
 
 def resolve_rl_algorithm(name: str):
@@ -118,7 +114,7 @@ class RLHFMixin:
         if args.uses_actor_critic:
             needs_critic = args.rl_algorithm == "maac" or args.use_separate_critic
             source = critic_model if critic_model is not None else args.critic_model_name
-            if source is None and _is_name(first):
+            if source is None and is_model_name(first):
                 source = first
             if needs_critic and source is None and not critics:
                 raise ValueError(
@@ -135,7 +131,7 @@ class RLHFMixin:
             if a.reward_model_device is not None
             else self.agent_devices[0]
         )
-        source = self._rm_source if _is_name(self._rm_source) else self.agents[0]
+        source = self._rm_source if is_model_name(self._rm_source) else self.agents[0]
         self.reward_model = JointRewardModel.from_source(
             source,
             self.model_config,
@@ -143,7 +139,7 @@ class RLHFMixin:
             seed=a.seed if a.seed is not None else 0,
         ).to(device)
         self.reward_model.eval()
-        if _is_name(self._rm_source) and str(self._rm_source) != str(self.sources[0]):
+        if is_model_name(self._rm_source) and str(self._rm_source) != str(self.sources[0]):
             from transformers import AutoTokenizer
 
             self.reward_tokenizer = AutoTokenizer.from_pretrained(

@@ -1,0 +1,268 @@
+"""The comparator of an iteration and the pairs it makes with the target policy.
+
+Comparators are loaded, placed and opened per iteration (the current policy, a frozen copy, a
+policy snapshot from history, another model, or an HTTP API, sampling per actor or as one
+centralized writer); target and comparator candidates are scored and paired per item.
+:class:`ComparatorPairs` is part of the iterative trainers
+(:class:`~comlrl.pbrl.iterative.IterativeMixin`).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import numpy as np
+
+from comlrl.core.devices import plan_devices
+from comlrl.core.models import ensure_pad_token, freeze_model, is_model_name, load_causal_lm
+from comlrl.pbrl.comparators import (
+    ApiComparator,
+    CentralizedComparator,
+    Comparator,
+    PolicyComparator,
+    api_writer,
+    local_writer,
+    same_vocab,
+)
+from comlrl.pbrl.pairs import PreferencePair, select_pairs
+from comlrl.pbrl.snapshots import (
+    history_snapshot,
+    load_snapshot_agent,
+)
+
+
+class ComparatorPairs:
+    """Comparator lifecycle, output directories and target-vs-comparator pairs."""
+
+    def _comparator_devices(self) -> list:
+        a = self.args
+        if a.comparator_devices is None:
+            return list(self.agent_devices)
+        return plan_devices("mp", a.comparator_devices, self.num_agents, "comparator_devices")
+
+    def _writer_index(self) -> int:
+        a = self.args
+        return 0 if self.collaboration is not None else a.comparator_centralized_agent_index
+
+    def _needed_actors(self) -> list[int]:
+        if self.args.comparator_generation_mode == "centralized":
+            return [self._writer_index()]
+        return list(range(self.num_agents))
+
+    def _load_model_comparators(self) -> dict[int, tuple[Any, Any, bool]]:
+        """Frozen external comparators, loaded once (``comparator_model_name`` or
+        ``comparator_agents``), keyed by actor index."""
+        from transformers import AutoTokenizer
+
+        a = self.args
+        entries = list(a.comparator_agents) if a.comparator_agents is not None else None
+        devices = self._comparator_devices()
+        loaded: dict[str, Any] = {}
+        toks: dict[str, Any] = {}
+        out = {}
+        for actor in self._needed_actors():
+            if entries is None:
+                source = a.comparator_model_name
+            else:
+                source = entries[actor] if len(entries) > 1 else entries[0]
+            device = devices[actor]
+            if is_model_name(source):
+                key = f"{source}@{device}"
+                if key not in loaded:
+                    loaded[key] = freeze_model(load_causal_lm(str(source), self.model_config)).to(
+                        device
+                    )
+                if str(source) not in toks:
+                    tok = AutoTokenizer.from_pretrained(
+                        str(source),
+                        trust_remote_code=bool(self.model_config.get("trust_remote_code", False)),
+                    )
+                    ensure_pad_token(tok)
+                    toks[str(source)] = tok
+                model, tok = loaded[key], toks[str(source)]
+            else:
+                model, tok = freeze_model(source).to(device), self.tokenizers[actor]
+            out[actor] = (model, tok, same_vocab(tok, self.tokenizers[actor]))
+        return out
+
+    # ------------------------------------------------------------------ directories
+    def _output_dir(self, configured: str | None, sub: str) -> str:
+        if configured:
+            return os.path.abspath(os.path.expanduser(configured))
+        self._ensure_logger()
+        return os.path.abspath(os.path.join(self.run_dir, sub))
+
+    @property
+    def policy_dir(self) -> str:
+        """Where policy snapshots go."""
+        return self._output_dir(self.args.policy_checkpoint_dir, "policy_checkpoints")
+
+    @property
+    def reward_distribution_dir(self) -> str:
+        """Where the reward-distribution JSON and SVG files go."""
+        return self._output_dir(None, "reward_distributions")
+
+    # ------------------------------------------------------------------ comparators
+    def _open_comparator(self, iteration: int) -> Comparator:
+        """The comparator of 1-based ``iteration`` (loads what it needs; ``close`` frees it)."""
+        a = self.args
+        policy = a.comparator_policy
+        budget = a.generation_batch_size
+        centralized = a.comparator_generation_mode == "centralized"
+        if policy == "api":
+            if centralized:
+                return CentralizedComparator(
+                    "api",
+                    api_writer(self.api_client, self._writer_index()),
+                    self._joint_builder.build_prompt,
+                    self.num_agents,
+                    self._splitter,
+                )
+            return ApiComparator(self.api_client)
+        actors = self._needed_actors()
+        models, toks, keeps = {}, {}, {}
+        if policy == "current":
+            for i in actors:
+                models[i], toks[i], keeps[i] = self.agents[i], self.tokenizers[i], True
+        elif policy == "current_copy":
+            devices = self._comparator_devices()
+            copies: dict[tuple[int, str], Any] = {}
+            for i in actors:
+                if str(devices[i]) == str(self.agent_devices[i]):
+                    # Weights do not change while pairs are sampled: no copy needed.
+                    models[i] = self.agents[i]
+                else:
+                    key = (id(self.agents[i]), str(devices[i]))
+                    if key not in copies:
+                        copies[key] = freeze_model(copy.deepcopy(self.agents[i])).to(devices[i])
+                    models[i] = copies[key]
+                toks[i], keeps[i] = self.tokenizers[i], True
+        elif policy == "history":
+            path = history_snapshot(self.policy_dir, iteration, a.comparator_history_k)
+            devices = self._comparator_devices()
+            for i in actors:
+                models[i] = load_snapshot_agent(path, i, self.model_config, devices[i])
+                toks[i], keeps[i] = self.tokenizers[i], True
+        else:
+            for i in actors:
+                models[i], toks[i], keeps[i] = self._model_comparators[i]
+        if centralized:
+            w = self._writer_index()
+            return CentralizedComparator(
+                policy,
+                local_writer(models[w], toks[w], budget, keeps[w] and self._splitter is None),
+                self._joint_builder.build_prompt,
+                self.num_agents,
+                self._splitter,
+            )
+        order = list(range(self.num_agents))
+        return PolicyComparator(
+            policy,
+            [models[i] for i in order],
+            [toks[i] for i in order],
+            [keeps[i] for i in order],
+            owned=policy in ("current_copy", "history"),
+            max_sequences_per_call=budget,
+        )
+
+    def _next_comparator_seed(self) -> int:
+        self.comparator_calls += 1
+        return self.comparator_seed + self.comparator_calls
+
+    # ------------------------------------------------------------------ pairs
+    def _text_ids(self, actor: int, text: str) -> list[int]:
+        tok = self.tokenizers[actor]
+        return list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
+
+    def _pair_scores(self, texts, actor_prompts, items):
+        """Raw task rewards (or None) and the scores pairs are ranked by, as ``[item][k]``."""
+        return self.score_joint(texts, actor_prompts[0], items)
+
+    def _iteration_pairs(self, items, comparator: Comparator, params, iteration: int):
+        a = self.args
+        n_t = a.preference_num_candidates
+        n_c = a.comparator_num_candidates or n_t
+        per_call = a.rollout_batch_size or 1
+        pairs: list[PreferencePair] = []
+        seen = {"target": [], "comparator": []}
+        for start in range(0, len(items), per_call):
+            chunk = list(items[start : start + per_call])
+            target = self.sample_candidates(chunk, n_t, params)
+            actor_prompts = [[s.prompt for s in target[i]] for i in range(self.num_agents)]
+            with self.timed("generate"):
+                comp = comparator.generate(
+                    chunk, actor_prompts, n_c, params, self._next_comparator_seed()
+                )
+            # sampled comparator tokens count towards throughput/tokens_per_s (API text: none)
+            self.timing.add_tokens(
+                sum(len(ids) for per in comp for c in per for ids in c.ids or [])
+            )
+            t_texts = [[s.texts for s in target[i]] for i in range(self.num_agents)]
+            c_texts = [[c.texts for c in comp[i]] for i in range(self.num_agents)]
+            t_raw, t_score = self._pair_scores(t_texts, actor_prompts, chunk)
+            c_raw, c_score = self._pair_scores(c_texts, actor_prompts, chunk)
+            for j in range(len(chunk)):
+                if t_raw is not None:
+                    seen["target"].extend(t_raw[j])
+                    seen["comparator"].extend(c_raw[j])
+                pairs.extend(
+                    self._item_pairs(
+                        j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, iteration
+                    )
+                )
+        return pairs, seen
+
+    def _item_pairs(self, j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, it):
+        a = self.args
+        ts, cs = t_score[j], c_score[j]
+        if a.comparator_pairing == "aligned":
+            combos = [(k, k) for k in range(min(len(ts), len(cs)))]
+        else:
+            combos = [(t, c) for t in range(len(ts)) for c in range(len(cs))]
+        candidates = [(t, c, abs(ts[t] - cs[c]), cs[c]) for t, c in combos if ts[t] != cs[c]]
+        chosen = select_pairs(
+            candidates,
+            a.pair_selection,
+            a.preference_pairs_per_sample,
+            self.pair_rng,
+            sort_key=lambda p: (p[3], p[2]),
+        )
+        mean = float(np.mean(list(ts) + list(cs)))
+        out = []
+        for t, c, _gap, _cr in chosen:
+            target_wins = ts[t] > cs[c]
+            t_ids, c_ids, prompts, prompt_ids = [], [], [], []
+            for i in range(self.num_agents):
+                t_ids.append(list(target[i][j].completion_ids[t]))
+                ids = comp[i][j].ids
+                c_ids.append(
+                    list(ids[c]) if ids is not None else self._text_ids(i, c_texts[i][j][c])
+                )
+                prompts.append(target[i][j].prompt)
+                prompt_ids.append(list(target[i][j].prompt_ids))
+            t_side = ([t_texts[i][j][t] for i in range(self.num_agents)], t_ids, ts[t])
+            c_side = ([c_texts[i][j][c] for i in range(self.num_agents)], c_ids, cs[c])
+            win, lose = (t_side, c_side) if target_wins else (c_side, t_side)
+            tr = t_raw[j][t] if t_raw is not None else None
+            cr = c_raw[j][c] if c_raw is not None else None
+            out.append(
+                PreferencePair(
+                    prompts=prompts,
+                    winner_completions=win[0],
+                    loser_completions=lose[0],
+                    prompt_ids=prompt_ids,
+                    winner_ids=win[1],
+                    loser_ids=lose[1],
+                    winner_reward=float(win[2]),
+                    loser_reward=float(lose[2]),
+                    candidate_reward_mean=mean,
+                    raw_rewards=None if tr is None else ([tr, cr] if target_wins else [cr, tr]),
+                    target_raw_reward=tr,
+                    comparator_raw_reward=cr,
+                    target_is_winner=target_wins,
+                    iteration=it,
+                )
+            )
+        return out
