@@ -61,6 +61,8 @@ def test_no_sentinel_secret_is_written_anywhere(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(work)
     monkeypatch.setenv("COMLRL_TEST_COMPARATOR_KEY", SENTINELS["env"])
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(work))
     run_file = tmp_path / "secret_run.yaml"  # the user's own file holds the secrets; not scanned
     run_file.write_text(
         yaml.safe_dump(
@@ -106,6 +108,9 @@ def test_no_sentinel_secret_is_written_anywhere(tmp_path, monkeypatch, capsys):
         assert main(["train", "--config", str(run_file)]) == 0
     finally:
         server.shutdown()
+        import wandb
+
+        wandb.teardown()  # W&B's process-wide state must not carry this test's dirs onward
     # The secrets were really in use: the endpoint got the key from the environment and the
     # header from the run file.
     seen = _Comparator.seen_headers

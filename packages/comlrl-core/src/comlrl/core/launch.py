@@ -313,6 +313,7 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     created = not os.path.exists(run_dir)
     barrier(dist)  # every rank checked the directory before rank 0 creates anything in it
     committed = []
+    trainer = None
 
     def commit() -> None:
         committed.append(True)
@@ -330,13 +331,19 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
                 checkpoint_total_limit=ckpt["total_limit"],
                 checkpoint_every_batches=ckpt["every_batches"],
             )
+        if getattr(trainer, "interrupted", False):
+            saved = trainer.last_checkpoint is not None
+            raise RunInterrupted(run_dir, run_files.resume_command(run_dir) if saved else None)
+        if output.get("save_final_model", True):
+            trainer.save_model(os.path.join(run_dir, "agents"))
     except BaseException:
         if created and not committed and dist.is_main:
             run_files.remove_if_unused(run_dir)
         raise
-    if getattr(trainer, "interrupted", False):
-        saved = trainer.last_checkpoint is not None
-        raise RunInterrupted(run_dir, run_files.resume_command(run_dir) if saved else None)
-    if output.get("save_final_model", True):
-        trainer.save_model(os.path.join(run_dir, "agents"))
+    finally:
+        # The command owns its W&B run: finish it here, so a caller that runs the CLI twice in
+        # one process (tests, notebooks) does not log into the previous run.
+        logger = getattr(trainer, "logger", None)
+        if logger is not None:
+            logger.close()
     return run_dir
