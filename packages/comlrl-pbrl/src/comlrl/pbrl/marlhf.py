@@ -17,24 +17,26 @@ from typing import Any
 import torch
 
 from comlrl.core import loop
-from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.optim import build_adamw
-from comlrl.core.registry import PROVIDERS, load_algorithm
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.reward_model import (
-    DataParallel,
     JointRewardModel,
     format_joint_text,
     score_texts,
     train_reward_model,
 )
+from comlrl.pbrl.rl_phase import (
+    RewardModelReward,
+    TrainerDataParallel,
+    resolve_rl_algorithm,
+    rl_config,
+)
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
-_NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
 
 
 @dataclasses.dataclass
@@ -44,56 +46,6 @@ class RLHFInputs(PreferenceInputs):
     metrics_callback: Any = None
     critic_model: Any = None
     critics: Any = None
-
-
-class TrainerDataParallel(DataParallel):
-    """A trainer's rank share, gradient averaging and sums, for the reward-model loop."""
-
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
-        self.world_size = trainer.dist.world_size
-
-    def share(self, rows: list) -> list:
-        return self.trainer.rank_share(rows)
-
-    def sync(self, params: list) -> None:
-        self.trainer.sync_gradients(params)
-
-    def total(self, value: float) -> float:
-        return all_reduce_sum(value, self.trainer.dist)
-
-
-def resolve_rl_algorithm(name: str):
-    """The trainer class registered as ``name``, with an install hint when it is missing."""
-    try:
-        return load_algorithm(name)
-    except ValueError as exc:
-        provider = PROVIDERS.get(name, "the package that provides it")
-        raise ValueError(
-            f"rl_algorithm={name!r} is not installed; MARLHF runs its RL phase with it. Install "
-            f"{provider} (pip install {provider}). ({exc})"
-        ) from exc
-
-
-class RewardModelReward:
-    """The RL phase's reward: the joint reward model's score of each joint response.
-
-    Every agent's prompt comes from its formatter (MARLHF is single-turn, so that is the prompt
-    the agent answered); agent 0's is the one the rollout passes in.
-    """
-
-    def __init__(self, trainer: MARLHFTrainer):
-        self.trainer = trainer
-
-    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list[float]:
-        t = self.trainer
-        texts = []
-        for j, item in enumerate(batch_items):
-            actor_prompts = [prompts[j]] + [
-                t.formatters[i](item) for i in range(1, len(agent_completions))
-            ]
-            texts.append(format_joint_text(actor_prompts, [c[j] for c in agent_completions]))
-        return score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
 
 
 class RLHFMixin:
@@ -161,24 +113,7 @@ class RLHFMixin:
         return build_adamw(params, lr=self.args.reward_learning_rate)
 
     def _rl_config(self):
-        a = self.args
-        cls = self.rl_trainer_cls.default_config_cls
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {}
-        for f in dataclasses.fields(a):
-            if f.name not in names:
-                continue
-            value = getattr(a, f.name)
-            if value is None and f.name not in _NONE_IS_A_SETTING:
-                continue
-            values[f.name] = value
-        values["num_turns"] = 1
-        if "num_agents" in names:
-            values["num_agents"] = self.num_agents
-        if "collaboration_mode" in names:
-            values.pop("collaboration_mode")
-        values.pop("output_dir", None)
-        return cls(**values)
+        return rl_config(self.args, self.rl_trainer_cls.default_config_cls, self.num_agents)
 
     def _build_rl_trainer(self, metrics_callback, critics):
         cls = self.rl_trainer_cls

@@ -1,0 +1,87 @@
+"""What MARLHF's RL phase runs on: the RL algorithm found through the registry, the joint
+reward model's score as the reward, and the trainer's data parallelism for reward-model
+training."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from comlrl.core.distributed import all_reduce_sum
+from comlrl.core.registry import PROVIDERS, load_algorithm
+from comlrl.pbrl.reward_model import DataParallel, format_joint_text, score_texts
+
+# Fields whose None is a real setting (not "use the RL trainer's default").
+_NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
+
+
+def rl_config(args: Any, cls: type, num_agents: int) -> Any:
+    """The RL phase's config: ``cls`` (the RL algorithm's config) with every field it shares
+    with MARLHF's ``args`` (a None left to the RL default unless None is a setting of its own),
+    single-turn, for ``num_agents`` agents."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for f in dataclasses.fields(args):
+        if f.name not in names:
+            continue
+        value = getattr(args, f.name)
+        if value is None and f.name not in _NONE_IS_A_SETTING:
+            continue
+        values[f.name] = value
+    values["num_turns"] = 1
+    if "num_agents" in names:
+        values["num_agents"] = num_agents
+    if "collaboration_mode" in names:
+        values.pop("collaboration_mode")
+    values.pop("output_dir", None)
+    return cls(**values)
+
+
+class TrainerDataParallel(DataParallel):
+    """A trainer's rank share, gradient averaging and sums, for the reward-model loop."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.world_size = trainer.dist.world_size
+
+    def share(self, rows: list) -> list:
+        return self.trainer.rank_share(rows)
+
+    def sync(self, params: list) -> None:
+        self.trainer.sync_gradients(params)
+
+    def total(self, value: float) -> float:
+        return all_reduce_sum(value, self.trainer.dist)
+
+
+def resolve_rl_algorithm(name: str):
+    """The trainer class registered as ``name``, with an install hint when it is missing."""
+    try:
+        return load_algorithm(name)
+    except ValueError as exc:
+        provider = PROVIDERS.get(name, "the package that provides it")
+        raise ValueError(
+            f"rl_algorithm={name!r} is not installed; MARLHF runs its RL phase with it. Install "
+            f"{provider} (pip install {provider}). ({exc})"
+        ) from exc
+
+
+class RewardModelReward:
+    """The RL phase's reward: the joint reward model's score of each joint response.
+
+    Every agent's prompt comes from its formatter (MARLHF is single-turn, so that is the prompt
+    the agent answered); agent 0's is the one the rollout passes in.
+    """
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list[float]:
+        t = self.trainer
+        texts = []
+        for j, item in enumerate(batch_items):
+            actor_prompts = [prompts[j]] + [
+                t.formatters[i](item) for i in range(1, len(agent_completions))
+            ]
+            texts.append(format_joint_text(actor_prompts, [c[j] for c in agent_completions]))
+        return score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
