@@ -40,10 +40,6 @@ from comlrl.core.saving import main_process_only
 from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
 
 
-class TrainingInterrupted(Exception):
-    """Raised inside the loop when SIGINT/SIGTERM asked training to stop."""
-
-
 class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
     """Inputs, wiring and defaults of the family contract. Subclasses set ``algorithm_name``
     and ``default_config_cls``."""
