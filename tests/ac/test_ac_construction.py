@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from comlrl.ac import IACConfig, IACTrainer, MAACConfig, MAACTrainer
-from comlrl.core.values import ValueModel
+from comlrl.ac.values import ValueModel
 
 from .helpers import config, fresh_pair, length_reward, transition
 
@@ -15,8 +15,8 @@ def no_loading(monkeypatch):
     """Fail the test if anything tries to load a model or tokenizer."""
     import transformers
 
+    import comlrl.ac.values as values
     import comlrl.core.models as models
-    import comlrl.core.values as values
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"a model or tokenizer was loaded: {args}")

@@ -96,7 +96,7 @@ def test_maac_logs_its_critic(tmp_path):
 
 def test_no_forward_outside_the_update_needs_gradients(tmp_path, monkeypatch):
     """Rollout-time values run under no_grad, once per prompt; updates run batched."""
-    import comlrl.core.values as values
+    import comlrl.ac.values as values
 
     calls = []
     original = values.last_token_values

@@ -1,11 +1,9 @@
-"""comlrl.core.values: critics without LM heads, and one forward for log-probs plus values."""
+"""comlrl.ac.values: critics without LM heads, and one forward for log-probs plus values."""
 
 import pytest
 import torch
 
-from comlrl.core.logprobs import completion_logprobs
-from comlrl.core.testing import tiny_pair
-from comlrl.core.values import (
+from comlrl.ac.values import (
     ValueHead,
     ValueModel,
     backbone_of,
@@ -16,6 +14,8 @@ from comlrl.core.values import (
     logprobs_and_values,
     save_value_model,
 )
+from comlrl.core.logprobs import completion_logprobs
+from comlrl.core.testing import tiny_pair
 
 PROMPTS = [[5, 6, 7, 8], [9, 10]]
 COMPLETIONS = [[11, 12, 0], [13]]

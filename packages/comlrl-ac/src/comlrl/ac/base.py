@@ -22,6 +22,7 @@ from comlrl.ac.reporting import ActorCriticReporting
 from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
 from comlrl.ac.steps import OptimizationSteps
 from comlrl.ac.targets import td_target
+from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
 from comlrl.core.logprobs import micro_batches
@@ -30,7 +31,6 @@ from comlrl.core.optim import build_adamw
 from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
-from comlrl.core.values import ValueModel
 
 
 class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReporting, TrainerBase):

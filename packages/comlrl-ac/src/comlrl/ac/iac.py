@@ -15,11 +15,7 @@ from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.steps import mean_or_nan
 from comlrl.ac.targets import value_error
-from comlrl.core.logprobs import micro_batches
-from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
-from comlrl.core.rollout.tree import TreeNode
-from comlrl.core.values import (
-    backbone_of,
+from comlrl.ac.values import (
     build_value_head,
     last_token_values,
     load_value_head_state,
@@ -28,6 +24,10 @@ from comlrl.core.values import (
     save_value_head,
     save_value_model,
 )
+from comlrl.core.backbone import backbone_of
+from comlrl.core.logprobs import micro_batches
+from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.rollout.tree import TreeNode
 
 
 class IACTrainer(ActorCriticTrainerBase):

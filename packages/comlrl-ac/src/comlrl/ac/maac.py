@@ -23,15 +23,15 @@ from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
 from comlrl.ac.steps import mean_or_nan
 from comlrl.ac.targets import explained_variance, td_target
-from comlrl.core.logprobs import micro_batches
-from comlrl.core.optim import build_adamw
-from comlrl.core.rollout.tree import TreeNode
-from comlrl.core.values import (
-    backbone_of,
+from comlrl.ac.values import (
     last_token_values,
     load_value_models,
     save_value_model,
 )
+from comlrl.core.backbone import backbone_of
+from comlrl.core.logprobs import micro_batches
+from comlrl.core.optim import build_adamw
+from comlrl.core.rollout.tree import TreeNode
 
 
 def joint_text(prompts: list[str], completions: list[str] | None = None) -> str:

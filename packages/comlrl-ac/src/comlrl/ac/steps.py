@@ -12,9 +12,9 @@ import torch
 
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
+from comlrl.ac.values import ValueModel
 from comlrl.core.logprobs import micro_batches, score_parts
 from comlrl.core.optim import apply_step, loss_is_usable
-from comlrl.core.values import ValueModel
 
 
 def mean_or_nan(values: Sequence[float]) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.models import model_load_kwargs
 from comlrl.core.quiet import quiet_hub_progress
 
@@ -33,23 +34,6 @@ def format_joint_text(prompts: Sequence[str], completions: Sequence[str]) -> str
         blocks.append(f"Agent {i} prompt:\n{prompt}")
         blocks.append(f"Agent {i} response:\n{completion}")
     return "\n\n".join(blocks)
-
-
-def _hidden_size(config: Any) -> int:
-    for name in ("hidden_size", "n_embd", "d_model"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    raise ValueError(
-        "reward model backbone config has no hidden_size, n_embd or d_model; pass a transformer "
-        "whose config declares one."
-    )
-
-
-def backbone_of(model: Any) -> Any:
-    """The base transformer of a causal LM (its ``base_model``), or the model itself."""
-    base = getattr(model, "base_model", None)
-    return base if isinstance(base, torch.nn.Module) else model
 
 
 class JointRewardModel(torch.nn.Module):
@@ -74,7 +58,7 @@ class JointRewardModel(torch.nn.Module):
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
-            self.score_head = torch.nn.Linear(_hidden_size(backbone.config), 1)
+            self.score_head = torch.nn.Linear(hidden_size_of(backbone, "reward model backbone"), 1)
         param = next(backbone.parameters())
         self.score_head.to(device=param.device, dtype=param.dtype)
         self.freeze_backbone = freeze_backbone

@@ -19,32 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.logprobs import TokenLogprobs, padded_forward
 from comlrl.core.quiet import quiet_hub_progress
 from comlrl.core.rollout.generation import left_pad
 
 VALUE_HEAD_FILE = "value_head.pt"
 VALUE_AT = ("prompt_end", "sequence_end")
-
-
-def hidden_size_of(model: Any) -> int:
-    """Width of ``model``'s hidden states (``hidden_size``, or GPT-2's ``n_embd``)."""
-    config = getattr(model, "config", None)
-    for key in ("hidden_size", "n_embd", "d_model"):
-        value = getattr(config, key, None) if config is not None else None
-        if isinstance(value, int) and value > 0:
-            return value
-    raise ValueError(
-        f"Cannot tell the hidden size of {type(model).__name__}: its config has no hidden_size "
-        "or n_embd."
-    )
-
-
-def backbone_of(model: nn.Module) -> nn.Module:
-    """The transformer body of a causal LM (``model.model`` / ``model.transformer``); a body is
-    returned as is."""
-    base = getattr(model, "base_model", None)
-    return base if isinstance(base, nn.Module) else model
 
 
 class ValueHead(nn.Module):
