@@ -9,17 +9,15 @@ import torch.multiprocessing as mp
 
 from comlrl.core.distributed import (
     DistributedContext,
-    IndexedWorkers,
     TorchrunScheduler,
     all_reduce_gradients,
-    current_worker,
     item_seed,
-    per_rank_config,
     pooled_mean_std,
     reduce_metrics,
     resolve_mode,
     shard_range,
 )
+from comlrl.core.ranks import IndexedWorkers, current_worker, per_rank_config
 
 FULL = {
     "RANK": "0",

@@ -9,17 +9,13 @@ optimizer step, so all ranks keep identical weights. Only rank 0 logs and saves.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from comlrl.core.devices import AgentWorkers
 
 MODES = ("auto", "single", "ddp", "fsdp")
 _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -333,73 +329,3 @@ class TorchrunScheduler:
     def context(self, mode: str = "auto") -> DistributedContext:
         """Initialise and return the process context."""
         return init_context(mode, self.env)
-
-
-# ---------------------------------------------------------------------- trainer integration
-_SLOT = threading.local()
-
-# Options of the shared loop whose thresholds count samples or items of one global batch; each
-# rank holds 1/world_size of them.
-PER_RANK_FIELDS = ("rollout_buffer_size", "train_batch_size", "rollout_batch_size")
-
-
-def current_worker() -> int | None:
-    """The agent index of the :class:`IndexedWorkers` thread running now (None elsewhere)."""
-    return getattr(_SLOT, "index", None)
-
-
-class IndexedWorkers(AgentWorkers):
-    """:class:`AgentWorkers` that tells code running inside a worker which agent it serves, so
-    collectives of concurrent agents go through per-agent process groups (their order then
-    never depends on thread timing)."""
-
-    def map(self, fn, args=None):
-        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)`` runs."""
-
-        def run(i, arg):
-            previous = current_worker()
-            _SLOT.index = i
-            try:
-                return fn(i, arg)
-            finally:
-                _SLOT.index = previous
-
-        return super().map(run, args)
-
-
-def per_rank_config(args: Any, ctx: DistributedContext) -> Any:
-    """A copy of the config with every global batch threshold divided by the world size.
-
-    Refuses settings under which ranks could take different numbers of optimizer steps (and so
-    issue mismatched collectives): an early-termination threshold (trees of different sizes) and
-    ``nonfinite_loss='skip'`` (one rank skipping a step the others take).
-    """
-    if not ctx.is_distributed:
-        return args
-    if not dataclasses.is_dataclass(args):
-        raise ValueError(
-            f"Multi-process training needs a dataclass config, got {type(args).__name__}."
-        )
-    world = ctx.world_size
-    if getattr(args, "early_termination_threshold", None) is not None:
-        raise ValueError(
-            "early_termination_threshold must be None in multi-process training: trees that stop "
-            "early differ in size between ranks, so ranks would take different numbers of steps."
-        )
-    if getattr(args, "nonfinite_loss", "raise") == "skip":
-        raise ValueError(
-            "nonfinite_loss='skip' is not supported in multi-process training (one rank skipping "
-            "a step the others take would stall the gradient all-reduce); use 'raise'."
-        )
-    changes = {}
-    for name in PER_RANK_FIELDS:
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        if value % world:
-            raise ValueError(
-                f"{name}={value} counts a global batch and must be divisible by the number of "
-                f"processes ({world}); set it to a multiple of {world}."
-            )
-        changes[name] = value // world
-    return dataclasses.replace(args, **changes) if changes else args

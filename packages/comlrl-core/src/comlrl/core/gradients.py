@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import torch
 
-from comlrl.core.distributed import all_reduce_gradients, current_worker, pooled_mean_std
+from comlrl.core.distributed import all_reduce_gradients, pooled_mean_std
+from comlrl.core.ranks import current_worker
 
 
 class GradientSync:

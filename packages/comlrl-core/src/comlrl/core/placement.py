@@ -9,8 +9,9 @@ from typing import Any
 import torch
 
 from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
-from comlrl.core.distributed import DistributedContext, IndexedWorkers
+from comlrl.core.distributed import DistributedContext
 from comlrl.core.models import infer_model_name, resolve_model_sources
+from comlrl.core.ranks import IndexedWorkers
 
 
 def resolve_agents(inputs: Any, args: Any) -> tuple[list, str]:

@@ -20,7 +20,6 @@ from comlrl.core.distributed import (
     DistributedContext,
     init_context,
     local_context,
-    per_rank_config,
 )
 from comlrl.core.gradients import GradientSync
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
@@ -30,6 +29,7 @@ from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for fam
 from comlrl.core.models import place_agents
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
+from comlrl.core.ranks import per_rank_config
 from comlrl.core.reporting import Reporting
 from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller

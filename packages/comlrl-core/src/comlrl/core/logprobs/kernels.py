@@ -24,12 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from comlrl.core.rollout.generation import (
-    _cache_argument,
-    _forward_takes,
-    _returned_cache,
-    left_pad,
-)
+from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.rollout.generation import left_pad
 
 
 @dataclass
@@ -86,7 +82,7 @@ def pack(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[
 
 
 def _takes_logits_to_keep(model) -> bool:
-    return _forward_takes(type(model), "logits_to_keep")
+    return forward_takes(type(model), "logits_to_keep")
 
 
 def selective_log_softmax(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -143,7 +139,7 @@ def prompt_sharing_ready(model) -> bool:
     if model.training and checkpointing:
         return False
     cls = type(model)
-    return _cache_argument(cls) is not None and _forward_takes(cls, "position_ids")
+    return cache_argument(cls) is not None and forward_takes(cls, "position_ids")
 
 
 def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
@@ -168,7 +164,7 @@ def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> To
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}
     prefix = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
-    cache = _returned_cache(prefix)
+    cache = returned_cache(prefix)
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
     rows = torch.tensor(owner, device=device)
@@ -188,7 +184,7 @@ def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> To
         attention_mask=attn,
         position_ids=comp_pos,
         use_cache=True,
-        **{_cache_argument(type(model)): cache},
+        **{cache_argument(type(model)): cache},
     )
     # The prompt's last position predicts the first completion token.
     logits = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
@@ -283,7 +279,7 @@ def _packable(model) -> bool:
 
     if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
         return False
-    return _forward_takes(type(model), "position_ids")
+    return forward_takes(type(model), "position_ids")
 
 
 def packing_verified(model, pad_id: int) -> bool:

@@ -1,0 +1,181 @@
+"""Decoding that drops finished rows: the sampling rule of ``model.generate`` for plain sampling
+and greedy decoding, with every finished row removed from the batch and its KV cache, so a batch
+costs about the tokens it produces rather than rows x the longest row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+
+# ``generation_config`` fields that add logits processors or stopping rules of their own; when a
+# model sets any of them away from the default, decoding goes through ``model.generate``.
+_PROCESSOR_FIELDS = (
+    "min_length",
+    "min_new_tokens",
+    "repetition_penalty",
+    "encoder_repetition_penalty",
+    "no_repeat_ngram_size",
+    "bad_words_ids",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "exponential_decay_length_penalty",
+    "sequence_bias",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "min_p",
+    "renormalize_logits",
+    "guidance_scale",
+    "watermarking_config",
+    "stop_strings",
+    "remove_invalid_values",
+    "diversity_penalty",
+    "max_time",
+)
+_PLAIN_KEYS = {"max_new_tokens", "num_beams", "do_sample", "temperature", "top_p", "top_k"}
+
+
+def supports_compacting(model, gen_kwargs: dict[str, Any]) -> bool:
+    """Whether :func:`decode_compacting` reproduces ``model.generate`` for these settings."""
+    if set(gen_kwargs) - _PLAIN_KEYS or gen_kwargs.get("num_beams", 1) != 1:
+        return False
+    from transformers import GenerationConfig, PreTrainedModel
+
+    # Wrappers (value heads, adapters) keep their own generate; only plain causal LMs qualify.
+    if not isinstance(model, PreTrainedModel) or model.config.is_encoder_decoder:
+        return False
+    if cache_argument(type(model)) is None or not forward_takes(type(model), "position_ids"):
+        return False
+    gen_config = model.generation_config
+
+    defaults = GenerationConfig()
+    return all(
+        getattr(gen_config, name, None) == getattr(defaults, name, None)
+        for name in _PROCESSOR_FIELDS
+    )
+
+
+def _next_tokens(
+    logits: torch.Tensor,
+    gen_kwargs: dict[str, Any],
+    owner: torch.Tensor,
+    total_rows: int,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One token per batch row with the rule of ``generate``'s temperature/top-k/top-p warpers.
+
+    The draw is made over ``total_rows`` rows, as ``generate`` makes it over the whole batch
+    every step (rows that left the batch get a placeholder distribution): ``multinomial``
+    consumes the same random numbers whatever the probabilities, so a seeded run samples the
+    same tokens as ``generate`` would. ``generator`` (when given) supplies those numbers
+    instead of the process-wide generator.
+    """
+    if not gen_kwargs.get("do_sample"):
+        return logits.argmax(dim=-1)
+    temperature = gen_kwargs.get("temperature", 1.0)
+    if temperature is not None and temperature != 1.0:
+        logits = logits / temperature
+    top_k = gen_kwargs.get("top_k") or 0
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    top_p = gen_kwargs.get("top_p")
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=False)
+        drop = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
+        drop[..., -1:] = False
+        logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+    probs = logits.softmax(dim=-1)
+    if probs.shape[0] != total_rows:
+        full = probs.new_zeros((total_rows, probs.shape[1]))
+        full[:, 0] = 1.0
+        full[owner] = probs
+        probs = full
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)[owner]
+
+
+def decode_compacting(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    gen_kwargs: dict[str, Any],
+    eos_ids: set[int],
+    pad_id: int,
+    copies: int = 1,
+    generator: torch.Generator | None = None,
+) -> list[list[int]]:
+    """Decode ``copies`` continuations of every (left-padded) row, prompt-major; return each
+    continuation's new tokens, through its first EOS.
+
+    Each prompt is encoded once and its KV cache repeated for its copies. Rows that hit EOS
+    leave the batch: once a quarter of the batch has finished, the finished rows are dropped
+    from the inputs and the KV cache, so later steps only run live rows.
+    """
+    max_new = int(gen_kwargs["max_new_tokens"])
+    rows = input_ids.shape[0] * copies
+    out: list[list[int]] = [[] for _ in range(rows)]
+    if max_new <= 0 or rows == 0:
+        return out
+    device = input_ids.device
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+    keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
+    cache_arg = cache_argument(type(model))
+
+    def prefill(ids: torch.Tensor, mask: torch.Tensor):
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        res = model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep_logits
+        )
+        return res, returned_cache(res), pos
+
+    result, cache, positions = prefill(input_ids, attention_mask)
+    logits = result.logits[:, -1, :].float()
+    mask = attention_mask
+    if copies > 1:
+        if hasattr(cache, "batch_repeat_interleave"):
+            cache.batch_repeat_interleave(copies)
+            logits = logits.repeat_interleave(copies, dim=0)
+            positions = positions.repeat_interleave(copies, dim=0)
+            mask = mask.repeat_interleave(copies, dim=0)
+        else:  # a cache that cannot be repeated: encode every copy
+            mask = attention_mask.repeat_interleave(copies, dim=0)
+            result, cache, positions = prefill(input_ids.repeat_interleave(copies, dim=0), mask)
+            logits = result.logits[:, -1, :].float()
+    can_drop = hasattr(cache, "batch_select_indices")
+    owner = torch.arange(rows, device=device)  # original row of each batch row
+    live = torch.ones(rows, dtype=torch.bool, device=device)
+    last_pos = positions[:, -1]
+    for step in range(max_new):
+        tokens = _next_tokens(logits, gen_kwargs, owner, rows, generator)
+        for r, t in zip(owner[live].tolist(), tokens[live].tolist()):
+            out[r].append(t)
+        if eos.numel():
+            live = live & ~torch.isin(tokens, eos)
+        if step + 1 == max_new or not bool(live.any()):
+            break
+        if can_drop and int(live.sum()) * 4 <= 3 * live.numel():
+            keep = live.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            owner, tokens, mask, last_pos = owner[keep], tokens[keep], mask[keep], last_pos[keep]
+            live = live[keep]
+        # Finished rows still in the batch are fed a pad; their outputs are ignored.
+        tokens = torch.where(live, tokens, torch.full_like(tokens, pad_id))
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        last_pos = last_pos + 1
+        result = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=last_pos[:, None],
+            use_cache=True,
+            **{cache_arg: cache},
+            **keep_logits,
+        )
+        cache = returned_cache(result)
+        logits = result.logits[:, -1, :].float()
+    return out
