@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import sys
@@ -83,8 +84,27 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _vm_hwm_kib() -> int | None:
+    """``VmHWM`` of ``/proc/self/status`` (KiB), or None without procfs."""
+    if not os.path.exists("/proc/self/status"):
+        return None
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
+
+
 def peak_rss_mib() -> float:
-    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
+    """Peak resident set size of this process's own address space, in MiB.
+
+    On Linux this is ``VmHWM``: ``ru_maxrss`` survives ``exec`` and so starts at the launching
+    process's footprint (a runner that built a model first would lend every side its peak).
+    Elsewhere ``ru_maxrss`` (macOS reports bytes).
+    """
+    hwm = _vm_hwm_kib()
+    if hwm is not None:
+        return hwm / 1024
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
