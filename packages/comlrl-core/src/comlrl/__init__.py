@@ -9,20 +9,10 @@ package (comlrl-reinforce, comlrl-tasks, ...) contributes its own subpackage.
 CoMLRL 1.4.3), else that of comlrl-core.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 # Written in the canonical one-line form, which source-reading tools (griffe, for the API page)
 # recognise as a pkgutil-style namespace.
 __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
+from comlrl.core.versioning import installed_version  # noqa: E402  (needs __path__ set first)
 
-def _installed_version() -> str:
-    for dist in ("comlrl", "comlrl-core"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return "0+local"  # a source tree that was never installed
-
-
-__version__ = _installed_version()
+__version__ = installed_version("comlrl", "comlrl-core")

@@ -1,10 +1,7 @@
 """CoMLRL core: the shared machinery every algorithm family builds on."""
 
-from importlib.metadata import PackageNotFoundError, version
+from comlrl.core.versioning import installed_version
 
-try:
-    __version__ = version("comlrl-core")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0+local"
+__version__ = installed_version("comlrl-core")
 
 __all__ = ["__version__"]

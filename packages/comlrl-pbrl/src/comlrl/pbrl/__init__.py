@@ -1,13 +1,12 @@
 """CoMLRL preference-based family: MADPO, MARLHF and their iterative (online) variants."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from comlrl.core.centralized import (
     CentralizedCollaboration,
     CentralizedComparatorAdapter,
     CentralizedComparatorParseError,
     TaggedCentralizedComparatorAdapter,
 )
+from comlrl.core.versioning import installed_version
 from comlrl.pbrl.config import MADPOConfig, MARLHFConfig
 from comlrl.pbrl.iter_config import MADPOIterConfig, MARLHFIterConfig
 from comlrl.pbrl.iterative import MADPOIterTrainer, MARLHFIterTrainer
@@ -16,10 +15,7 @@ from comlrl.pbrl.marlhf import MARLHFTrainer
 from comlrl.pbrl.pairs import AgentPreferenceTensors, PreferencePair
 from comlrl.pbrl.reward_model import JointRewardModel
 
-try:
-    __version__ = version("comlrl-pbrl")
-except PackageNotFoundError:  # a source tree without an install
-    __version__ = "0+local"
+__version__ = installed_version("comlrl-pbrl")
 
 __all__ = [
     "AgentPreferenceTensors",

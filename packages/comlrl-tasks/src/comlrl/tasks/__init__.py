@@ -1,8 +1,5 @@
 """CoMLRL tasks package."""
 
-from importlib.metadata import PackageNotFoundError, version
+from comlrl.core.versioning import installed_version
 
-try:
-    __version__ = version("comlrl-tasks")
-except PackageNotFoundError:  # a source tree without an install
-    __version__ = "0+local"
+__version__ = installed_version("comlrl-tasks")
