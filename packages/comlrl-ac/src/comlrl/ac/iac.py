@@ -14,7 +14,7 @@ from comlrl.ac.config import IACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.steps import mean_or_nan
-from comlrl.ac.targets import value_error
+from comlrl.ac.targets import spread_values, value_error
 from comlrl.ac.values import (
     build_value_head,
     last_token_values,
@@ -170,16 +170,7 @@ class IACTrainer(ActorCriticTrainerBase):
                     # V(h) does not depend on the action: one row per prompt, not per sample.
                     rows.append(list(ps.prompt_ids))
             flat = self.values_of(i, rows)
-            out, pos = [], 0
-            for node in nodes:
-                count = len(node.joint_actions)
-                if q:
-                    out.append(flat[pos : pos + count])
-                    pos += count
-                else:
-                    out.append([flat[pos]] * count)
-                    pos += 1
-            return out
+            return spread_values(flat, [len(node.joint_actions) for node in nodes], bool(q))
 
         return self.workers.map(run), None
 

@@ -22,7 +22,7 @@ from comlrl.ac.config import MAACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
 from comlrl.ac.steps import mean_or_nan
-from comlrl.ac.targets import explained_variance, td_target
+from comlrl.ac.targets import explained_variance, spread_values, td_target
 from comlrl.ac.values import (
     last_token_values,
     load_value_models,
@@ -139,15 +139,7 @@ class MAACTrainer(ActorCriticTrainerBase):
                 per_action = [state] * len(node.joint_actions)
             ids_per_node.append(per_action)
         flat = self.values_of(rows)
-        values, pos = [], 0
-        for node in nodes:
-            count = len(node.joint_actions)
-            if q:
-                values.append(flat[pos : pos + count])
-                pos += count
-            else:
-                values.append([flat[pos]] * count)
-                pos += 1
+        values = spread_values(flat, [len(node.joint_actions) for node in nodes], bool(q))
         return [values] * self.num_agents, ids_per_node
 
     def _joint_samples(self, nodes, index, samples, values, aux) -> list[list[JointSample]]:

@@ -76,3 +76,20 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     t = torch.tensor([float(x) for x in values], dtype=torch.float64)
     return t.mean().item(), t.std(unbiased=False).item()
+
+
+def spread_values(flat: Sequence[float], counts: Sequence[int], per_action: bool) -> list:
+    """Per-node value lists from one flat critic output.
+
+    ``counts`` holds each node's number of joint actions. A Q critic (``per_action``) scored one
+    row per joint action; a V critic scored one row per node, whose value every action shares.
+    """
+    out, pos = [], 0
+    for count in counts:
+        if per_action:
+            out.append(flat[pos : pos + count])
+            pos += count
+        else:
+            out.append([flat[pos]] * count)
+            pos += 1
+    return out
