@@ -54,19 +54,29 @@ def machine() -> dict:
     return info
 
 
-def command(side: str, spec_path: str, reference_python: Path | None) -> list[str]:
-    """The process that runs one side."""
-    if side == "ours":
-        return [sys.executable, "-m", "benchmarks.ours", spec_path]
-    if side == "bare":
-        return [sys.executable, "-m", "benchmarks.bare", spec_path]
+def command(
+    side: str, spec_path: str, reference_python: Path | None, python: str | None = None
+) -> list[str]:
+    """The process that runs one side (``python``: another checkout's interpreter)."""
+    if side in ("ours", "bare"):
+        return [python or sys.executable, "-m", f"benchmarks.{side}", spec_path]
     if reference_python is None:
         raise ValueError("the reference side needs the reference venv's python")
     return [str(reference_python), str(PORTABLE / "reference_driver.py"), spec_path]
 
 
-def run_side(side: str, spec: dict, reference_python: Path | None, timeout: float) -> dict:
-    """Run one side once; return its parsed result (raises with the child's stderr on failure)."""
+def run_side(
+    side: str,
+    spec: dict,
+    reference_python: Path | None,
+    timeout: float,
+    checkout: Path | None = None,
+) -> dict:
+    """Run one side once; return its parsed result (raises with the child's stderr on failure).
+
+    ``checkout``: run our or the bare side from another checkout of this repository (its own
+    ``.venv``), to compare revisions.
+    """
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(spec, fh)
         spec_path = fh.name
@@ -78,8 +88,13 @@ def run_side(side: str, spec: dict, reference_python: Path | None, timeout: floa
     env["WANDB_MODE"] = "disabled"
     try:
         proc = subprocess.run(
-            command(side, spec_path, reference_python),
-            cwd=ROOT,
+            command(
+                side,
+                spec_path,
+                reference_python,
+                str(checkout / ".venv" / "bin" / "python") if checkout else None,
+            ),
+            cwd=checkout or ROOT,
             env=env,
             capture_output=True,
             text=True,
@@ -135,6 +150,27 @@ def ratios(workload: str, size: str, sides: dict) -> dict:
     return out
 
 
+def build_spec(
+    workload: Workload, size: str, *, device: str, threads: int | None, seed: int
+) -> dict:
+    """The spec every side of ``workload`` on ``size`` reads (the model is built and cached)."""
+    from comlrl.core.testing import tiny_model_dir
+
+    spec = dict(workload.fields)
+    spec.update(
+        workload=workload.name,
+        size=size,
+        model_dir=tiny_model_dir(size=size),
+        device=device,
+        seed=seed,
+        threads=threads,
+        warmup_epochs=1,
+        warmup_items=2,
+        epochs=workload.epochs.get(size, 1),
+    )
+    return spec
+
+
 def run_workload(
     workload: Workload,
     size: str,
@@ -150,20 +186,7 @@ def run_workload(
     log=print,
 ) -> dict:
     """All sides of one workload on one model size; returns the result record."""
-    from comlrl.core.testing import tiny_model_dir
-
-    spec = dict(workload.fields)
-    spec.update(
-        workload=workload.name,
-        size=size,
-        model_dir=tiny_model_dir(size=size),
-        device=device,
-        seed=seed,
-        threads=threads,
-        warmup_epochs=1,
-        warmup_items=2,
-        epochs=workload.epochs.get(size, 1),
-    )
+    spec = build_spec(workload, size, device=device, threads=threads, seed=seed)
     runs: dict[str, list[dict]] = {s: [] for s in sides}
     started = time.time()
     for rep in range(repeats):
