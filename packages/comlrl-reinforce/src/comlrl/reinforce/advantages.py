@@ -61,6 +61,17 @@ def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> to
     return adv
 
 
+def fixed_baseline_advantages(
+    returns: Sequence[float], baseline: float, normalize: bool
+) -> torch.Tensor:
+    """``R - b`` for a baseline ``b`` measured outside the group (ReMax: the reward of the
+    greedy joint response), divided by the advantages' rms when ``normalize`` and K > 1."""
+    adv = torch.as_tensor(list(returns), dtype=torch.float64) - float(baseline)
+    if normalize and adv.numel() > 1:
+        adv = adv / rms_scale(adv)
+    return adv
+
+
 def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
     """``max(sqrt(mean(A^2)), STD_FLOOR)``: the spread of a group's advantages about zero.
 

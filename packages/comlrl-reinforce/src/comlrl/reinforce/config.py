@@ -17,6 +17,7 @@ NORMALIZATION_SCOPES = ("group", "batch")
 LENGTH_NORMALIZATIONS = ("none", "token_mean", "constant")
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
 VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
+REMAX_BASELINES = ("greedy", "max")
 
 
 @dataclass
@@ -58,6 +59,10 @@ class MAGRPOConfig(CommonConfig):
         check=Choice(VARIANTS, VARIANT_ALIASES, optional=True),
     )
 
+    def uses_greedy_baseline(self) -> bool:
+        """Whether each node's baseline is the reward of a greedy joint rollout (MAReMax)."""
+        return False
+
     def _check_relations(self) -> None:
         super()._check_relations()
         note_discount_applies(
@@ -82,13 +87,27 @@ class MAREINFORCEConfig(MAGRPOConfig):
 
 @dataclass
 class MARLOOConfig(MAGRPOConfig):
-    """MAGRPO settings with the leave-one-out baseline."""
+    """MAGRPO settings with the leave-one-out baseline and, as in RLOO, no std normalization."""
 
     advantage_mode: str = "rloo"
+    advantage_normalization: bool = False
 
 
 @dataclass
 class MAReMaxConfig(MAGRPOConfig):
-    """MAGRPO settings with the max baseline."""
+    """MAGRPO settings with the ReMax baseline: by default the reward of the greedy joint
+    response at each node, and no std normalization (as in the ReMax paper)."""
 
     advantage_mode: str = "max"
+    advantage_normalization: bool = False
+    baseline: str = knob(
+        "greedy",
+        help="ReMax's baseline: `greedy` subtracts the reward of one extra greedy joint "
+        "rollout per node (the ReMax paper; its cost is logged as `timing/greedy_baseline`); "
+        "`max` subtracts the best of the K sampled returns (which includes the sample itself).",
+        check=Choice(REMAX_BASELINES),
+    )
+
+    def uses_greedy_baseline(self) -> bool:
+        """True with ``baseline="greedy"``."""
+        return self.baseline == "greedy"

@@ -20,8 +20,14 @@ from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
-from comlrl.reinforce.advantages import batch_normalize, group_advantages
+from comlrl.reinforce.advantages import (
+    batch_normalize,
+    fixed_baseline_advantages,
+    group_advantages,
+)
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
+from comlrl.reinforce.greedy import greedy_baselines
 from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
 
 
@@ -40,6 +46,8 @@ class NodeSample:
     reference_kls: list[float] = field(default_factory=list)
     # Per-token log-probs of each completion at rollout, for losses that form ratios.
     old_logps: list[list[float]] = field(default_factory=list)
+    # A baseline measured outside the group (MAReMax: the greedy joint response's reward).
+    baseline: float | None = None
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for checkpoints."""
@@ -65,6 +73,8 @@ class MAGRPOTrainer(TrainerBase):
         check_agent_count(inputs.agents, inputs.num_agents, type(self))
         if inputs.agents is not None and inputs.agent_model is None:
             inputs = inputs.replace(num_agents=None)
+        if args.uses_greedy_baseline() and GREEDY_PHASE not in self.timing_phases:
+            self.timing_phases = (*self.timing_phases, GREEDY_PHASE)
         super().setup(inputs.replace(args=args))
         a = self.args
         self.optimizers = [
@@ -89,6 +99,10 @@ class MAGRPOTrainer(TrainerBase):
         """Roll out the unit's items; one record per tree node, in env-step order."""
         _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
+        if self.args.uses_greedy_baseline():
+            for j, b in enumerate(greedy_baselines(self, nodes)):
+                for samples in per_agent:
+                    samples[j].baseline = b
         if self.reference_models:
             self._attach_reference_kl(per_agent)
         if self.policy_loss.needs_old_logps:
@@ -199,7 +213,10 @@ class MAGRPOTrainer(TrainerBase):
             scope_normalize = (
                 a.advantage_normalization and a.advantage_normalization_scope == "group"
             )
-            advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
+            if s.baseline is not None:
+                advs.append(fixed_baseline_advantages(returns, s.baseline, scope_normalize))
+            else:
+                advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
             flat = torch.cat(advs)
             pooled = self.pooled_moments([flat])
