@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
-from comlrl.core.config.fields import Choice, Integer, Registered, knob
+from comlrl.core.config.fields import Choice, Integer, Number, Registered, knob
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     JOINT_MODE,
     NUM_GENERATIONS,
 )
+from comlrl.reinforce.kl import check_kl_placement
 
 NORMALIZATION_SCOPES = ("group", "batch")
 LENGTH_NORMALIZATIONS = ("none", "token_mean", "constant")
@@ -51,6 +52,13 @@ class MAGRPOConfig(CommonConfig):
         "`token_mean` averages them, `constant` divides the sum by `max_new_tokens` (Dr. GRPO).",
         check=Choice(LENGTH_NORMALIZATIONS),
     )
+    beta: float = knob(
+        0.0,
+        help="Weight β of a KL-to-reference term in the loss: β·KL per token (estimator "
+        "`reference_kl_estimator`, k3 when None), aggregated like the policy loss; 0 turns it "
+        "off. The alternative to `reference_kl_enabled` (KL in the reward); not both.",
+        check=Number(0.0),
+    )
     variant: str | None = knob(
         None,
         help="A preset of other fields: `dr_grpo` turns off std normalization and uses "
@@ -63,8 +71,12 @@ class MAGRPOConfig(CommonConfig):
         """Whether each node's baseline is the reward of a greedy joint rollout (MAReMax)."""
         return False
 
+    def _uses_reference(self) -> bool:
+        return super()._uses_reference() or self.beta > 0
+
     def _check_relations(self) -> None:
         super()._check_relations()
+        check_kl_placement(self)
         note_discount_applies(
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )

@@ -15,9 +15,9 @@ from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logprobs import score, score_parts
+from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
-from comlrl.core.reference import reference_models_for, sequence_kl
+from comlrl.core.reference import reference_models_for
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import (
@@ -26,8 +26,9 @@ from comlrl.reinforce.advantages import (
     group_advantages,
 )
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.extras import attach_extras
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
-from comlrl.reinforce.greedy import greedy_baselines
+from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
 
 
@@ -44,6 +45,10 @@ class NodeSample:
     node_mean_return: float
     node_env_step: int
     reference_kls: list[float] = field(default_factory=list)
+    # Each completion's own KL plus the discounted KL of the later turns it led to.
+    carried_kls: list[float] = field(default_factory=list)
+    # The reference's per-token log-probs of each completion (KL in the loss).
+    reference_logps: list[list[float]] = field(default_factory=list)
     # Per-token log-probs of each completion at rollout, for losses that form ratios.
     old_logps: list[list[float]] = field(default_factory=list)
     # A baseline measured outside the group (MAReMax: the greedy joint response's reward).
@@ -99,14 +104,7 @@ class MAGRPOTrainer(TrainerBase):
         """Roll out the unit's items; one record per tree node, in env-step order."""
         _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
-        if self.args.uses_greedy_baseline():
-            for j, b in enumerate(greedy_baselines(self, nodes)):
-                for samples in per_agent:
-                    samples[j].baseline = b
-        if self.reference_models:
-            self._attach_reference_kl(per_agent)
-        if self.policy_loss.needs_old_logps:
-            self._attach_old_logps(per_agent)
+        attach_extras(self, nodes, per_agent)
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
         return Batch(
             [
@@ -126,39 +124,6 @@ class MAGRPOTrainer(TrainerBase):
             node_mean_return=float(np.mean(node.returns)),
             node_env_step=node.env_step,
         )
-
-    def _attach_reference_kl(self, per_agent: list[list[NodeSample]]) -> None:
-        for i, samples in enumerate(per_agent):
-            prompts = [s.prompt_ids for s in samples for _ in s.completion_ids]
-            comps = [c for s in samples for c in s.completion_ids]
-            kls = sequence_kl(
-                self.agents[i],
-                self.reference_models[i],
-                prompts,
-                comps,
-                self.tokenizers[i].pad_token_id,
-            )
-            pos = 0
-            for s in samples:
-                s.reference_kls = kls[pos : pos + len(s.completion_ids)]
-                pos += len(s.completion_ids)
-
-    def _attach_old_logps(self, per_agent: list[list[NodeSample]]) -> None:
-        for i, samples in enumerate(per_agent):
-            prompts = [s.prompt_ids for s in samples for _ in s.completion_ids]
-            comps = [c for s in samples for c in s.completion_ids]
-            lp = score(
-                self.agents[i],
-                prompts,
-                comps,
-                pad_id=self.tokenizers[i].pad_token_id,
-                max_tokens=self.args.logprob_max_tokens,
-            )
-            rows = [v[: len(c)] for v, c in zip(lp.values.tolist(), comps)]
-            pos = 0
-            for s in samples:
-                s.old_logps = rows[pos : pos + len(s.completion_ids)]
-                pos += len(s.completion_ids)
 
     @property
     def policy_loss(self):
@@ -208,8 +173,9 @@ class MAGRPOTrainer(TrainerBase):
         advs = []
         for s in batch:
             returns = list(s.returns)
-            if s.reference_kls:
-                returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, s.reference_kls)]
+            kls = s.carried_kls or s.reference_kls
+            if kls:
+                returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
             scope_normalize = (
                 a.advantage_normalization and a.advantage_normalization_scope == "group"
             )
@@ -229,7 +195,7 @@ class MAGRPOTrainer(TrainerBase):
         micro-batch, gradients accumulated)."""
         a = self.args
         advs = self.advantages_for(batch)
-        prompts, comps, adv_rows, sizes, olds = [], [], [], [], []
+        prompts, comps, adv_rows, sizes, olds, refs = [], [], [], [], [], []
         for s, adv in zip(batch, advs):
             for j, (c, av) in enumerate(zip(s.completion_ids, adv.tolist())):
                 prompts.append(s.prompt_ids)
@@ -237,6 +203,7 @@ class MAGRPOTrainer(TrainerBase):
                 adv_rows.append(av)
                 sizes.append(len(s.completion_ids))
                 olds.append(s.old_logps[j] if s.old_logps else None)
+                refs.append(s.reference_logps[j] if s.reference_logps else None)
         lengths = [len(c) for c in comps]
         weights = row_weights(
             lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
@@ -262,13 +229,15 @@ class MAGRPOTrainer(TrainerBase):
             old = None
             if policy_loss.needs_old_logps:
                 old = padded_rows([olds[i] for i in idx], lp.values.shape[1], device)
+            row_w = as_tensor([weights[i] for i in idx], device)
             loss, metrics = policy_loss(
-                lp,
-                old,
-                as_tensor([adv_rows[i] for i in idx], device),
-                as_tensor([weights[i] for i in idx], device),
-                a,
+                lp, old, as_tensor([adv_rows[i] for i in idx], device), row_w, a
             )
+            if a.beta > 0:
+                ref = padded_rows([refs[i] for i in idx], lp.values.shape[1], device)
+                term, kl_metrics = kl_loss_term(lp, ref, row_w, a.beta, loss_estimator(a))
+                loss = loss + term
+                metrics = {**metrics, **kl_metrics}
             if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
                 return None, None, {}
             loss.backward()
