@@ -13,6 +13,7 @@ from comlrl.core.config.knobs import (
     NUM_GENERATIONS,
 )
 from comlrl.reinforce.kl import check_kl_placement
+from comlrl.reinforce.presets import RemembersExplicitFields, apply_preset, refuse_inert
 
 NORMALIZATION_SCOPES = ("group", "batch")
 LENGTH_NORMALIZATIONS = ("none", "token_mean", "constant")
@@ -22,7 +23,7 @@ REMAX_BASELINES = ("greedy", "max")
 
 
 @dataclass
-class MAGRPOConfig(CommonConfig):
+class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     """Settings of MAGRPO (multi-agent GRPO) and its REINFORCE variants.
 
     Field names and defaults follow CoMLRL 1.4.3, except ``early_termination_threshold`` (None:
@@ -61,9 +62,9 @@ class MAGRPOConfig(CommonConfig):
     )
     variant: str | None = knob(
         None,
-        help="A preset of other fields: `dr_grpo` turns off std normalization and uses "
-        "`constant` length normalization; `reinforce_pp` z-scores over the batch; `grpo` and "
-        "None change nothing.",
+        help="A preset of other fields, filling only those left unset (a conflicting explicit "
+        "setting raises): `dr_grpo` turns off std normalization and uses `constant` length "
+        "normalization; `reinforce_pp` z-scores over the batch; `grpo` and None change nothing.",
         check=Choice(VARIANTS, VARIANT_ALIASES, optional=True),
     )
 
@@ -80,14 +81,24 @@ class MAGRPOConfig(CommonConfig):
         note_discount_applies(
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )
-        if self.variant == "dr_grpo":
-            # Dr. GRPO: no std division, constant (max_new_tokens) length normalization.
-            self.advantage_normalization = False
-            self.loss_length_normalization = "constant"
-        elif self.variant == "reinforce_pp":
-            # REINFORCE++: z-score advantages over the whole update batch of each agent.
-            self.advantage_normalization = True
-            self.advantage_normalization_scope = "batch"
+        apply_preset(self)
+        self._refuse_inert_settings()
+
+    def _refuse_inert_settings(self) -> None:
+        """Settings that do nothing in the chosen mode raise, naming the field."""
+        if not self.advantage_normalization:
+            refuse_inert(
+                self,
+                "advantage_normalization_scope",
+                "advantage_normalization is False; set it True to normalize in that scope",
+            )
+        if not self._uses_reference():
+            refuse_inert(
+                self,
+                "reference_kl_estimator",
+                "no KL term is on; set reference_kl_enabled=True (KL in the reward) or beta > 0 "
+                "(KL in the loss)",
+            )
 
 
 @dataclass
@@ -123,3 +134,14 @@ class MAReMaxConfig(MAGRPOConfig):
     def uses_greedy_baseline(self) -> bool:
         """True with ``baseline="greedy"``."""
         return self.baseline == "greedy"
+
+    def _refuse_inert_settings(self) -> None:
+        super()._refuse_inert_settings()
+        refuse_inert(
+            self,
+            "advantage_mode",
+            "MAReMax's baseline is chosen by `baseline` (greedy or max); use MAGRPOConfig for "
+            "another advantage_mode",
+        )
+        if self.baseline == "max":
+            self.advantage_mode = "max"
