@@ -70,8 +70,12 @@ FIELDS = {
     "logprob_max_tokens": (opt_pos_int, bad_pos_int),
     "advantage_normalization_scope": (st.sampled_from(["group", "batch"]), st.just("global")),
     "loss_length_normalization": (
-        st.sampled_from(["none", "token_mean", "constant"]),
+        st.sampled_from([None, "none", "token_mean", "constant"]),
         st.just("sum"),
+    ),
+    "loss_aggregation": (
+        st.sampled_from(["sum", "none", "sequence_mean", "token_mean", "constant"]),
+        st.just("mean"),
     ),
     "variant": (
         st.sampled_from([None, "grpo", "dr_grpo", "reinforce_pp", "Dr.GRPO"]),

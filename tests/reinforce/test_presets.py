@@ -11,7 +11,7 @@ from comlrl.reinforce import MAGRPOConfig, MAReMaxConfig
 
 def test_presets_fill_unset_fields():
     dr = MAGRPOConfig(variant="dr_grpo")
-    assert not dr.advantage_normalization and dr.loss_length_normalization == "constant"
+    assert not dr.advantage_normalization and dr.loss_aggregation == "constant"
     pp = MAGRPOConfig(variant="reinforce++")
     assert pp.advantage_normalization and pp.advantage_normalization_scope == "batch"
 
@@ -25,7 +25,9 @@ def test_preset_keeps_fields_it_does_not_set():
     "kwargs, field",
     [
         (dict(variant="dr_grpo", advantage_normalization=True), "advantage_normalization"),
-        (dict(variant="dr_grpo", loss_length_normalization="none"), "loss_length_normalization"),
+        (dict(variant="dr_grpo", loss_aggregation="sum"), "loss_aggregation"),
+        # the earlier field name counts as a setting of loss_aggregation
+        (dict(variant="dr_grpo", loss_length_normalization="none"), "loss_aggregation"),
         (dict(variant="reinforce_pp", advantage_normalization=False), "advantage_normalization"),
         (
             dict(variant="reinforce_pp", advantage_normalization_scope="group"),
@@ -40,7 +42,7 @@ def test_explicit_conflict_with_a_preset_raises(kwargs, field):
 
 def test_explicit_setting_equal_to_the_preset_is_fine():
     dr = MAGRPOConfig(variant="dr_grpo", advantage_normalization=False)
-    assert dr.loss_length_normalization == "constant"
+    assert dr.loss_aggregation == "constant"
 
 
 def test_replace_and_pickle_keep_a_preset_config_valid():

@@ -13,10 +13,17 @@ from comlrl.core.config.knobs import (
     NUM_GENERATIONS,
 )
 from comlrl.reinforce.kl import check_kl_placement
-from comlrl.reinforce.presets import RemembersExplicitFields, apply_preset, refuse_inert
+from comlrl.reinforce.presets import (
+    RemembersExplicitFields,
+    apply_preset,
+    refuse_inert,
+    resolve_alias,
+)
 
 NORMALIZATION_SCOPES = ("group", "batch")
-LENGTH_NORMALIZATIONS = ("none", "token_mean", "constant")
+LOSS_AGGREGATIONS = ("sum", "sequence_mean", "token_mean", "constant")
+# loss_length_normalization (the earlier field) -> loss_aggregation
+LENGTH_NORMALIZATIONS = {"none": "sum", "token_mean": "sequence_mean", "constant": "constant"}
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
 VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
 REMAX_BASELINES = ("greedy", "max")
@@ -47,11 +54,21 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "agent's whole update `batch` (REINFORCE++).",
         check=Choice(NORMALIZATION_SCOPES),
     )
-    loss_length_normalization: str = knob(
-        "none",
-        help="How a completion's token log-probs make its loss term: `none` sums them (1.4.3), "
-        "`token_mean` averages them, `constant` divides the sum by `max_new_tokens` (Dr. GRPO).",
-        check=Choice(LENGTH_NORMALIZATIONS),
+    loss_aggregation: str = knob(
+        "sum",
+        help="How token log-probs make the mini-batch loss: `sum` sums each completion's tokens "
+        "(1.4.3), `sequence_mean` averages them per completion (GRPO), `token_mean` averages "
+        "over every token of the mini-batch (DAPO), `constant` divides each sum by "
+        "`max_new_tokens` (Dr. GRPO). Completions are weighted 1/(K·groups) except in "
+        "`token_mean`.",
+        check=Choice(LOSS_AGGREGATIONS, {"none": "sum"}),
+    )
+    loss_length_normalization: str | None = knob(
+        None,
+        help="The earlier name of `loss_aggregation`, kept as an alias with its old values: "
+        "`none` = `sum`, `token_mean` = `sequence_mean` (a per-completion mean), `constant`; "
+        "None: use `loss_aggregation`.",
+        check=Choice(LENGTH_NORMALIZATIONS, optional=True),
     )
     beta: float = knob(
         0.0,
@@ -63,8 +80,8 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     variant: str | None = knob(
         None,
         help="A preset of other fields, filling only those left unset (a conflicting explicit "
-        "setting raises): `dr_grpo` turns off std normalization and uses `constant` length "
-        "normalization; `reinforce_pp` z-scores over the batch; `grpo` and None change nothing.",
+        "setting raises): `dr_grpo` turns off std normalization and uses `constant` loss "
+        "aggregation; `reinforce_pp` z-scores over the batch; `grpo` and None change nothing.",
         check=Choice(VARIANTS, VARIANT_ALIASES, optional=True),
     )
 
@@ -81,6 +98,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         note_discount_applies(
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )
+        resolve_alias(self, "loss_length_normalization", "loss_aggregation", LENGTH_NORMALIZATIONS)
         apply_preset(self)
         self._refuse_inert_settings()
 

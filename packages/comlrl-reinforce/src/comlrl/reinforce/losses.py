@@ -21,22 +21,34 @@ def reinforce_loss(logps, old_logps, advantages, row_weights, config: Any):
 
 
 def row_weights(
-    lengths: Sequence[int], group_sizes: Sequence[int], num_groups: int, mode: str, max_tokens: int
+    lengths: Sequence[int],
+    group_sizes: Sequence[int],
+    num_groups: int,
+    mode: str,
+    max_tokens: int,
+    keep: Sequence[bool] | None = None,
 ) -> list[float]:
-    """Each completion's weight in a mini-batch loss of ``num_groups`` groups.
+    """Each completion's weight in a mini-batch loss of ``num_groups`` groups (``mode`` is a
+    ``loss_aggregation``), so that ``sum_r w_r * (sum of row r's token terms)`` is the loss.
 
-    Every group (a node's K completions of one prompt) counts equally: a row of a group of K
-    weighs ``1 / (K * num_groups)``. ``mode`` then spreads it over the row's tokens: "none"
-    keeps sequence sums, "token_mean" divides by the row's own length, "constant" by
-    ``max_tokens`` (Dr. GRPO)."""
+    ``sum``, ``sequence_mean`` and ``constant``: every group (a node's K completions of one
+    prompt) counts equally, a row of a group of K weighing ``1 / (K * num_groups)``, further
+    divided by the row's own length (``sequence_mean``) or by ``max_tokens`` (``constant``).
+    ``token_mean`` (DAPO): every token of the mini-batch weighs ``1 / (its total tokens)``.
+    Rows with ``keep`` False (masked truncated completions) weigh 0 and their tokens do not
+    count in ``token_mean``'s total."""
+    keep = [True] * len(lengths) if keep is None else list(keep)
+    if mode == "token_mean":
+        total = sum(length for length, kept in zip(lengths, keep) if kept)
+        return [1.0 / max(1, total) if kept else 0.0 for kept in keep]
     out = []
-    for length, k in zip(lengths, group_sizes):
+    for length, k, kept in zip(lengths, group_sizes, keep):
         w = 1.0 / (k * num_groups)
-        if mode == "token_mean":
+        if mode == "sequence_mean":
             w /= max(1, length)
         elif mode == "constant":
             w /= max_tokens
-        out.append(w)
+        out.append(w if kept else 0.0)
     return out
 
 

@@ -205,9 +205,7 @@ class MAGRPOTrainer(TrainerBase):
                 olds.append(s.old_logps[j] if s.old_logps else None)
                 refs.append(s.reference_logps[j] if s.reference_logps else None)
         lengths = [len(c) for c in comps]
-        weights = row_weights(
-            lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
-        )
+        weights = row_weights(lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens)
         policy_loss = self.policy_loss
         found: dict[str, list[float]] = {}
         pad = self.tokenizers[agent].pad_token_id

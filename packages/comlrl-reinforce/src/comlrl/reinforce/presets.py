@@ -17,7 +17,7 @@ from typing import Any
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {},
     # Dr. GRPO: no std division, each completion's token sum divided by max_new_tokens.
-    "dr_grpo": {"advantage_normalization": False, "loss_length_normalization": "constant"},
+    "dr_grpo": {"advantage_normalization": False, "loss_aggregation": "constant"},
     # REINFORCE++ (baseline form): z-score over each agent's whole update batch.
     "reinforce_pp": {"advantage_normalization": True, "advantage_normalization_scope": "batch"},
 }
@@ -52,6 +52,22 @@ def apply_preset(config: Any) -> None:
                 "set the fields yourself."
             )
         setattr(config, name, value)
+
+
+def resolve_alias(config: Any, old: str, new: str, mapping: dict[str, str]) -> None:
+    """Field ``old`` is an earlier name of ``new`` with its own values (``mapping``): when set,
+    its value counts as an explicit setting of ``new``; both set and disagreeing raises."""
+    value = getattr(config, old)
+    if value is None:
+        return
+    meant = mapping[value]
+    if new in config.explicit_fields and getattr(config, new) != meant:
+        raise ValueError(
+            f"{old}={value!r} (= {new}={meant!r}) conflicts with {new}={getattr(config, new)!r}; "
+            f"set only {new}."
+        )
+    setattr(config, new, meant)
+    config.__dict__["_explicit"] = config.explicit_fields | {new}
 
 
 def is_changed(config: Any, name: str) -> bool:
