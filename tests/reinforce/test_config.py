@@ -61,6 +61,9 @@ FIELDS = {
     "reference_kl_coef": (st.floats(0, 10), st.floats(-10, -0.001)),
     "reference_kl_estimator": (st.sampled_from([None, "k1", "k2", "k3"]), st.just("k4")),
     "beta": (st.floats(0, 1), st.floats(-1, -0.001)),
+    "num_iterations": (pos_int, bad_pos_int),
+    "epsilon": (st.floats(0.01, 0.99), st.sampled_from([0.0, 1.0, -0.1])),
+    "epsilon_high": (st.one_of(st.none(), st.floats(0.01, 5)), st.sampled_from([0.0, -0.2])),
     "reference_devices": (devices, st.just([])),
     "agent_devices": (devices, st.just([])),
     "seed": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
@@ -104,6 +107,8 @@ def _extra(field):
     if field == "reference_devices":
         return {"reference_kl_enabled": True, "num_agents": 2}
     # the estimator does something only with a KL term on
+    if field in ("num_iterations", "epsilon", "epsilon_high"):
+        return {"policy_loss": "ppo"}  # they act only with a ratio loss
     return {"reference_kl_enabled": True} if field == "reference_kl_estimator" else {}
 
 

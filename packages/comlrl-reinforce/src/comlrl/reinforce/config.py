@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from comlrl.core import algos
 from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Choice, Integer, Number, Registered, knob
@@ -45,7 +46,8 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     policy_loss: str = knob(
         "reinforce",
         help="The registered policy loss (comlrl.core.algos.register_policy_loss): `reinforce` "
-        "weights each completion's log-probability by its advantage.",
+        "weights each completion's log-probability by its advantage; `ppo` clips a per-token "
+        "ratio to the rollout policy, `gspo` a per-completion (sequence-level) ratio.",
         check=Registered("policy_loss"),
     )
     advantage_normalization_scope: str = knob(
@@ -69,6 +71,24 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "`none` = `sum`, `token_mean` = `sequence_mean` (a per-completion mean), `constant`; "
         "None: use `loss_aggregation`.",
         check=Choice(LENGTH_NORMALIZATIONS, optional=True),
+    )
+    num_iterations: int = knob(
+        1,
+        help="Passes over each drained buffer (μ): every pass takes one optimizer step per "
+        "mini-batch. More than 1 needs a ratio loss (`policy_loss` `ppo` or `gspo`), which "
+        "corrects for the policy having moved since the rollout.",
+        check=Integer(1),
+    )
+    epsilon: float = knob(
+        0.2,
+        help="Clip range of a ratio loss (`ppo`, `gspo`): the ratio is kept within "
+        "[1 − epsilon, 1 + epsilon_high].",
+        check=Number(0.0, 1.0, min_inclusive=False, max_inclusive=False),
+    )
+    epsilon_high: float | None = knob(
+        None,
+        help="Upper clip range of a ratio loss (clip-higher, DAPO); None uses `epsilon`.",
+        check=Number(0.0, min_inclusive=False, optional=True),
     )
     beta: float = knob(
         0.0,
@@ -110,6 +130,19 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
                 "advantage_normalization_scope",
                 "advantage_normalization is False; set it True to normalize in that scope",
             )
+        if not algos.get("policy_loss", self.policy_loss, "policy_loss").needs_old_logps:
+            reason = (
+                f"policy_loss={self.policy_loss!r} forms no ratio; use policy_loss='ppo' or "
+                "'gspo' for clipped updates"
+            )
+            for name in ("epsilon", "epsilon_high"):
+                refuse_inert(self, name, reason)
+            if self.num_iterations > 1:
+                raise ValueError(
+                    f"num_iterations={self.num_iterations} reuses each rollout, but "
+                    f"policy_loss={self.policy_loss!r} forms no ratio to correct for the "
+                    "policy's change; use policy_loss='ppo' or 'gspo', or num_iterations=1."
+                )
         if not self._uses_reference():
             refuse_inert(
                 self,

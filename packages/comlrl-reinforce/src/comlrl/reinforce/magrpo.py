@@ -150,17 +150,19 @@ class MAGRPOTrainer(TrainerBase):
         by_turn: dict[int, list[NodeSample]] = {}
         for s in samples:
             by_turn.setdefault(s.turn_idx, []).append(s)
-        for turn in sorted(by_turn):
-            group = by_turn[turn]
-            rng.shuffle(group)
-            for start in range(0, len(group), a.train_batch_size):
-                batch = group[start : start + a.train_batch_size]
-                loss, norm, metrics = self._step(agent, model, opt, batch)
-                if loss is not None:
-                    losses.append(loss)
-                    norms.append(norm)
-                    for key, value in metrics.items():
-                        extra.setdefault(key, []).append(value)
+        # Each pass reshuffles; a ratio loss corrects passes after the first (num_iterations).
+        for _ in range(a.num_iterations):
+            for turn in sorted(by_turn):
+                group = by_turn[turn]
+                rng.shuffle(group)
+                for start in range(0, len(group), a.train_batch_size):
+                    batch = group[start : start + a.train_batch_size]
+                    loss, norm, metrics = self._step(agent, model, opt, batch)
+                    if loss is not None:
+                        losses.append(loss)
+                        norms.append(norm)
+                        for key, value in metrics.items():
+                            extra.setdefault(key, []).append(value)
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),
             "grad_norm": float(np.mean(norms)) if norms else float("nan"),
