@@ -62,6 +62,8 @@ FIELDS = {
     "reference_kl_estimator": (st.sampled_from([None, "k1", "k2", "k3"]), st.just("k4")),
     "beta": (st.floats(0, 1), st.floats(-1, -0.001)),
     "num_iterations": (pos_int, bad_pos_int),
+    "mask_truncated_completions": (st.booleans(), bad_bool),
+    "drop_zero_variance_groups": (st.booleans(), bad_bool),
     "epsilon": (st.floats(0.01, 0.99), st.sampled_from([0.0, 1.0, -0.1])),
     "epsilon_high": (st.one_of(st.none(), st.floats(0.01, 5)), st.sampled_from([0.0, -0.2])),
     "reference_devices": (devices, st.just([])),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from comlrl.core import algos
 from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
-from comlrl.core.config.fields import Choice, Integer, Number, Registered, knob
+from comlrl.core.config.fields import Boolean, Choice, Integer, Number, Registered, knob
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     JOINT_MODE,
@@ -89,6 +89,18 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         None,
         help="Upper clip range of a ratio loss (clip-higher, DAPO); None uses `epsilon`.",
         check=Number(0.0, min_inclusive=False, optional=True),
+    )
+    mask_truncated_completions: bool = knob(
+        False,
+        help="Leave completions that hit `max_new_tokens` without an EOS out of the loss (they "
+        "still count in their group's advantages); logs `agent_{i}/truncated_fraction`.",
+        check=Boolean(),
+    )
+    drop_zero_variance_groups: bool = knob(
+        False,
+        help="Skip groups whose K returns tie (no signal for a group baseline) in the update; "
+        "logs `agent_{i}/dropped_groups`. Single-process runs only.",
+        check=Boolean(),
     )
     beta: float = knob(
         0.0,

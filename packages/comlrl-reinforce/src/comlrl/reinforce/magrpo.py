@@ -27,6 +27,7 @@ from comlrl.reinforce.advantages import (
 )
 from comlrl.reinforce.config import MAGRPOConfig
 from comlrl.reinforce.extras import attach_extras
+from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
@@ -86,6 +87,11 @@ class MAGRPOTrainer(TrainerBase):
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
+        if a.drop_zero_variance_groups and self.dist.is_distributed:
+            raise ValueError(
+                "drop_zero_variance_groups needs a single-process run: ranks dropping different "
+                "numbers of groups would take different numbers of optimizer steps."
+            )
         self.reference_models = reference_models_for(self)
         self.use_buffer(a.rollout_buffer_size, NodeSample)
 
@@ -147,6 +153,10 @@ class MAGRPOTrainer(TrainerBase):
         model.train()
         losses, norms, extra = [], [], {}
         rng = random.Random(seed)
+        if a.drop_zero_variance_groups:
+            kept = [s for s in samples if has_spread(s.returns)]
+            extra["dropped_groups"] = [float(len(samples) - len(kept))]
+            samples = kept
         by_turn: dict[int, list[NodeSample]] = {}
         for s in samples:
             by_turn.setdefault(s.turn_idx, []).append(s)
@@ -207,9 +217,16 @@ class MAGRPOTrainer(TrainerBase):
                 olds.append(s.old_logps[j] if s.old_logps else None)
                 refs.append(s.reference_logps[j] if s.reference_logps else None)
         lengths = [len(c) for c in comps]
-        weights = row_weights(lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens)
-        policy_loss = self.policy_loss
         found: dict[str, list[float]] = {}
+        keep = None
+        if a.mask_truncated_completions:
+            eos = self.tokenizers[agent].eos_token_id
+            keep = [not is_truncated(c, eos, a.max_new_tokens) for c in comps]
+            found["truncated_fraction"] = [1.0 - sum(keep) / len(keep)]
+        weights = row_weights(
+            lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens, keep
+        )
+        policy_loss = self.policy_loss
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
