@@ -62,6 +62,10 @@ FIELDS = {
     "reference_kl_estimator": (st.sampled_from([None, "k1", "k2", "k3"]), st.just("k4")),
     "beta": (st.floats(0, 1), st.floats(-1, -0.001)),
     "num_iterations": (pos_int, bad_pos_int),
+    "reward_weights": (
+        st.one_of(st.none(), st.lists(st.floats(-5, 5), min_size=1, max_size=3)),
+        st.sampled_from([[], [float("nan")], ["a"], 2.0]),
+    ),
     "mask_truncated_completions": (st.booleans(), bad_bool),
     "drop_zero_variance_groups": (st.booleans(), bad_bool),
     "epsilon": (st.floats(0.01, 0.99), st.sampled_from([0.0, 1.0, -0.1])),

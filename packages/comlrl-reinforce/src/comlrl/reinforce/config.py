@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from comlrl.core import algos
 from comlrl.core.compat_notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
-from comlrl.core.config.fields import Boolean, Choice, Integer, Number, Registered, knob
+from comlrl.core.config.fields import (
+    Boolean,
+    Choice,
+    Custom,
+    Integer,
+    Number,
+    Registered,
+    knob,
+)
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     JOINT_MODE,
@@ -28,6 +37,22 @@ LENGTH_NORMALIZATIONS = {"none": "sum", "token_mean": "sequence_mean", "constant
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
 VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
 REMAX_BASELINES = ("greedy", "max")
+
+
+def _check_weight_list(name: str, value):
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple)) and value
+    if ok:
+        ok = all(
+            not isinstance(w, bool) and isinstance(w, (int, float)) and math.isfinite(w)
+            for w in value
+        )
+    if not ok:
+        raise ValueError(
+            f"{name} must be None or a non-empty list of finite numbers, got {value!r}."
+        )
+    return [float(w) for w in value]
 
 
 @dataclass
@@ -101,6 +126,13 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         help="Skip groups whose K returns tie (no signal for a group baseline) in the update; "
         "logs `agent_{i}/dropped_groups`. Single-process runs only.",
         check=Boolean(),
+    )
+    reward_weights: list[float] | None = knob(
+        None,
+        help="Weights of several reward functions (`reward_func=[f, g, ...]`): the reward is "
+        "the weighted sum, and each function's mean is logged as `rewards/<name>_mean`; None "
+        "weighs each 1.0. Its length must match the number of functions.",
+        check=Custom(_check_weight_list, "None or a list of finite numbers"),
     )
     beta: float = knob(
         0.0,

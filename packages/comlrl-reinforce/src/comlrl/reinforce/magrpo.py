@@ -18,6 +18,7 @@ from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, 
 from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for
+from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import (
@@ -79,9 +80,12 @@ class MAGRPOTrainer(TrainerBase):
         check_agent_count(inputs.agents, inputs.num_agents, type(self))
         if inputs.agents is not None and inputs.agent_model is None:
             inputs = inputs.replace(num_agents=None)
+        inputs = self._combine_rewards(inputs, args)
         if args.uses_greedy_baseline() and GREEDY_PHASE not in self.timing_phases:
             self.timing_phases = (*self.timing_phases, GREEDY_PHASE)
         super().setup(inputs.replace(args=args))
+        if isinstance(self.reward_func, WeightedRewards):
+            self.reward_func.bind(self.num_agents)
         a = self.args
         self.optimizers = [
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
@@ -94,6 +98,21 @@ class MAGRPOTrainer(TrainerBase):
             )
         self.reference_models = reference_models_for(self)
         self.use_buffer(a.rollout_buffer_size, NodeSample)
+
+    def _combine_rewards(self, inputs: TrainerInputs, args) -> TrainerInputs:
+        """A list of reward functions (or ``reward_weights``) becomes one weighted sum."""
+        funcs = inputs.reward_func
+        if not isinstance(funcs, (list, tuple)):
+            if args.reward_weights is None:
+                return inputs
+            funcs = [funcs]
+        combined = WeightedRewards(
+            funcs,
+            args.reward_weights,
+            call_mode=args.reward_call_mode,
+            recording=lambda: not self.timing.evaluating,
+        )
+        return inputs.replace(reward_func=combined)
 
     def _check_args_type(self, args) -> None:
         if not isinstance(args, MAGRPOConfig):
@@ -284,6 +303,9 @@ class MAGRPOTrainer(TrainerBase):
                     metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
                         np.mean(kls)
                     )
+        if isinstance(self.reward_func, WeightedRewards):
+            for name, value in self.reward_func.drain().items():
+                metrics[f"rewards/{name}_mean"] = value
         for i, st in enumerate(stats):
             metrics.update({f"agent_{i}/{key}": value for key, value in st.items()})
         return metrics
