@@ -64,6 +64,7 @@ COMMON = {
     "logging_steps": (pos_int, bad_pos_int),
     "reference_kl_enabled": (st.booleans(), bad_bool),
     "reference_kl_coef": (st.floats(0, 10), st.floats(-10, -0.001)),
+    "reference_kl_estimator": (st.sampled_from([None, "k1", "k2", "k3"]), st.just("k4")),
     "reference_devices": (devices, st.just([])),
     "seed": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
     "output_dir": (st.one_of(st.none(), st.just("runs/x")), st.just(3)),

@@ -150,7 +150,7 @@ def test_early_termination_ends_the_bootstrap(tmp_path):
 def test_reference_kl_shapes_the_targets(tmp_path, monkeypatch):
     import comlrl.ac.base as base
 
-    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad: [2.0] * len(p))
+    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad, **_: [2.0] * len(p))
     trainer, _ = _iac(tmp_path, reference_kl_enabled=True, reference_kl_coef=0.1)
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     first, second = trainer.rollout_buffers[0]
@@ -183,7 +183,7 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
 
     trainer.values_of = values_of
     kls = iter([[1.0, 1.0], [3.0, 3.0]])  # one call per agent: its KL at turn 1 and turn 2
-    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad: next(kls))
+    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad, **_: next(kls))
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (rows,) = joint_rows
     first_joint, second_joint = trainer.critic_buffer

@@ -75,6 +75,7 @@ COMMON = dict(
         simple("train_batch_size", opt_pos_int, bad_pos_int),
         simple("advantage_normalization", st.booleans(), bad_bool),
         simple("reference_kl_coef", st.floats(0, 5), st.floats(-5, -0.001)),
+        simple("reference_kl_estimator", st.sampled_from([None, "k1", "k3"]), st.just("k4")),
         simple("preference_num_candidates", st.integers(2, 200), st.integers(-3, 1)),
         simple("preference_pairs_per_sample", opt_pos_int, bad_pos_int),
         simple("dpo_beta", pos_float, bad_pos_float),

@@ -28,7 +28,7 @@ from comlrl.core.inputs import compat_constructor, signature_of
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.optim import build_adamw
-from comlrl.core.reference import reference_models_for, sequence_kl
+from comlrl.core.reference import estimator_for, reference_models_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
 
@@ -252,6 +252,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
                     [flat[j].prompt_ids for j in idx],
                     [flat[j].completion_ids for j in idx],
                     pad,
+                    estimator=estimator_for(self.args, "reward"),
                 )
                 for j, kl in zip(idx, part):
                     kls[j] = float(kl)

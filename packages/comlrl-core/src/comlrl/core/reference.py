@@ -1,4 +1,13 @@
-"""Frozen reference models and the per-sequence KL used for reward shaping."""
+"""Frozen reference models and the KL estimators to them (reward shaping and loss terms).
+
+Per token, with ``d = log pi_ref - log pi`` (the sample drawn from ``pi``):
+
+- ``k1 = -d``: unbiased for KL(pi || ref); the estimator for the *reward* (its score-function
+  gradient is the KL's gradient, as TRL, verl and OpenRLHF use it);
+- ``k2 = d^2 / 2``: low variance; in the *loss*, its gradient is the KL's gradient on-policy;
+- ``k3 = exp(d) - d - 1 >= 0``: unbiased and low variance (GRPO's loss term); as a reward its
+  score-function gradient is biased (CoMLRL 1.4.3 used it there).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ from typing import Any
 
 import torch
 
+from comlrl.core.config.base import KL_ESTIMATORS
 from comlrl.core.logprobs import score
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.sharding import unsharded_copy
@@ -32,12 +42,43 @@ def build_reference_models(
     return out
 
 
-@torch.no_grad()
-def sequence_kl(policy, reference, prompt_ids, completion_ids, pad_id: int) -> list[float]:
-    """Per-sequence KL estimate (k3, summed over completion tokens, EOS included).
+# Where the KL goes when ``reference_kl_estimator`` is None.
+DEFAULT_ESTIMATORS = {"reward": "k1", "loss": "k3"}
 
-    With ``d = log p_ref - log p_policy`` per token, ``k3 = exp(d) - d - 1 >= 0``.
-    """
+
+def check_estimator(name: str, field: str = "reference_kl_estimator") -> str:
+    """``name`` if it is a known estimator; a ValueError naming ``field`` otherwise."""
+    if name not in KL_ESTIMATORS:
+        raise ValueError(f"{field} must be one of {', '.join(KL_ESTIMATORS)}; got {name!r}.")
+    return name
+
+
+def token_kl(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str) -> torch.Tensor:
+    """The per-token KL estimate ``estimator`` (k1, k2 or k3) of samples from the policy whose
+    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape)."""
+    d = ref_logps - logps
+    kind = check_estimator(estimator, "estimator")
+    if kind == "k1":
+        return -d
+    if kind == "k2":
+        return 0.5 * d * d
+    return torch.exp(d) - d - 1.0
+
+
+def estimator_for(args: Any, where: str) -> str:
+    """The estimator ``args`` asks for in the ``where`` ("reward" or "loss") KL term:
+    ``reference_kl_estimator`` when set, else k1 in the reward and k3 in the loss."""
+    chosen = getattr(args, "reference_kl_estimator", None)
+    return chosen if chosen is not None else DEFAULT_ESTIMATORS[where]
+
+
+@torch.no_grad()
+def sequence_kl(
+    policy, reference, prompt_ids, completion_ids, pad_id: int, estimator: str = "k1"
+) -> list[float]:
+    """Per-sequence KL estimate: ``estimator`` (see the module docs) summed over the completion
+    tokens, EOS included."""
+    check_estimator(estimator, "estimator")
     was_training = policy.training
     policy.eval()
     try:
@@ -46,16 +87,25 @@ def sequence_kl(policy, reference, prompt_ids, completion_ids, pad_id: int) -> l
         ref = score(reference, prompt_ids, completion_ids, pad_id=pad_id, layout="padded")
     finally:
         policy.train(was_training)
-    d = (ref.values - pol.values.to(ref.values.device)) * ref.mask
-    k3 = (torch.exp(d) - d - 1.0) * ref.mask
-    return k3.sum(-1).tolist()
+    mask = ref.mask
+    kl = token_kl(pol.values.to(ref.values.device) * mask, ref.values * mask, estimator) * mask
+    return kl.sum(-1).tolist()
+
+
+@torch.no_grad()
+def reference_token_logps(
+    reference, prompt_ids, completion_ids, pad_id: int, max_tokens: int | None = None
+) -> list[list[float]]:
+    """The reference's per-token log-probs of each completion (for a KL term in the loss)."""
+    ref = score(reference, prompt_ids, completion_ids, pad_id=pad_id, max_tokens=max_tokens)
+    return [v[: len(c)] for v, c in zip(ref.values.tolist(), completion_ids)]
 
 
 def reference_models_for(trainer: Any) -> list:
-    """The frozen references of ``trainer``'s agents when its config enables the reference KL
-    (on ``reference_devices`` when set, else next to the agents); an empty list otherwise."""
+    """The frozen references of ``trainer``'s agents when its config uses a reference KL (in
+    the reward or, where the family offers it, the loss; on ``reference_devices`` when set, else next to the agents); an empty list otherwise."""
     a = trainer.args
-    if not a.reference_kl_enabled:
+    if not a._uses_reference():
         return []
     from comlrl.core.devices import plan_devices
 

@@ -1,9 +1,12 @@
 """Advantages for REINFORCE with a group baseline.
 
 Baselines per group of K sibling returns: mean (GRPO), none (raw REINFORCE), max (ReMax) and
-leave-one-out (RLOO). Normalization divides by the group's population std but keeps each
-baseline, so the four modes stay distinct with normalization on (the reference re-centred after
-the baseline, which made them all identical).
+leave-one-out (RLOO). Normalization keeps each baseline and divides a group's advantages by their
+own root-mean-square ``s = sqrt(mean_k A_k^2)``, floored at ``STD_FLOOR``: for the mean baseline
+that is the group's population std (GRPO), and in every mode ``|A_k| <= sqrt(K)``, so tied and
+near-tied groups stay bounded. (Dividing un-centred raw returns by the returns' std instead made
+a tied group's advantages ``R / 1e-6``.) A tied group gets 0 in the centred modes and ``R/|R|``
+in raw mode.
 """
 
 from __future__ import annotations
@@ -51,12 +54,30 @@ def baseline_advantages(returns: Sequence[float], mode: str) -> torch.Tensor:
 
 
 def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> torch.Tensor:
-    """Baseline advantages, divided by the group std when ``normalize`` and K > 1."""
+    """Baseline advantages, divided by their root-mean-square when ``normalize`` and K > 1."""
     adv = baseline_advantages(returns, mode)
     if normalize and adv.numel() > 1:
-        std = torch.as_tensor(list(returns), dtype=torch.float64).std(unbiased=False)
-        adv = adv / std.clamp(min=STD_FLOOR)
+        adv = adv / rms_scale(adv)
     return adv
+
+
+def fixed_baseline_advantages(
+    returns: Sequence[float], baseline: float, normalize: bool
+) -> torch.Tensor:
+    """``R - b`` for a baseline ``b`` measured outside the group (ReMax: the reward of the
+    greedy joint response), divided by the advantages' rms when ``normalize`` and K > 1."""
+    adv = torch.as_tensor(list(returns), dtype=torch.float64) - float(baseline)
+    if normalize and adv.numel() > 1:
+        adv = adv / rms_scale(adv)
+    return adv
+
+
+def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
+    """``max(sqrt(mean(A^2)), STD_FLOOR)``: the spread of a group's advantages about zero.
+
+    Centred advantages (mean baseline) give the population std. The floor only matters when
+    every advantage is (numerically) zero, which then stays (numerically) zero."""
+    return advantages.pow(2).mean().sqrt().clamp(min=STD_FLOOR)
 
 
 def batch_normalize(

@@ -20,23 +20,102 @@ def reinforce_loss(logps, old_logps, advantages, row_weights, config: Any):
     return loss, {}
 
 
-def row_weights(
-    lengths: Sequence[int], group_sizes: Sequence[int], num_groups: int, mode: str, max_tokens: int
-) -> list[float]:
-    """Each completion's weight in a mini-batch loss of ``num_groups`` groups.
+def clipped_surrogate(
+    log_ratio: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    row_weights: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+    token_log_ratio: torch.Tensor | None = None,
+):
+    """PPO's clipped surrogate ``-sum_r w_r sum_t min(rho A_r, clip(rho, 1-eps_low, 1+eps_high)
+    A_r)`` with ``rho = exp(log_ratio)`` per token (``[rows, tokens]``), and its metrics:
+    ``clip_fraction`` (share of tokens whose clipped branch is the active one) and
+    ``approx_kl`` (mean ``rho - 1 - log rho`` over tokens of ``token_log_ratio``, default
+    ``log_ratio``: an estimate of KL(old || new))."""
+    ratio = torch.exp(log_ratio)
+    adv = advantages.unsqueeze(-1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
+    per_token = -torch.minimum(unclipped, clipped) * mask
+    loss = (row_weights * per_token.sum(-1)).sum()
+    with torch.no_grad():
+        tokens = mask.sum().clamp(min=1.0)
+        active = ((ratio < 1.0 - eps_low) & (adv < 0)) | ((ratio > 1.0 + eps_high) & (adv > 0))
+        lr = log_ratio if token_log_ratio is None else token_log_ratio
+        approx_kl = ((torch.exp(lr) - 1.0 - lr) * mask).sum() / tokens
+        metrics = {
+            "clip_fraction": float((active.float() * mask).sum() / tokens),
+            "approx_kl": float(approx_kl),
+        }
+    return loss, metrics
 
-    Every group (a node's K completions of one prompt) counts equally: a row of a group of K
-    weighs ``1 / (K * num_groups)``. ``mode`` then spreads it over the row's tokens: "none"
-    keeps sequence sums, "token_mean" divides by the row's own length, "constant" by
-    ``max_tokens`` (Dr. GRPO)."""
+
+def clip_range(config: Any) -> tuple[float, float]:
+    """``(epsilon, epsilon_high)`` of the config; ``epsilon_high`` None is ``epsilon``."""
+    low = float(config.epsilon)
+    high = config.epsilon_high
+    return low, low if high is None else float(high)
+
+
+@register_policy_loss("ppo", needs_old_logps=True)
+def ppo_loss(logps, old_logps, advantages, row_weights, config: Any):
+    """Token-level clipped ratio (PPO; clip-higher with ``epsilon_high``): ``rho_t =
+    pi(y_t) / pi_old(y_t)`` per token against the log-probs taken at rollout.
+
+    At the rollout policy (the first of ``num_iterations`` passes) every ``rho_t`` is 1 and the
+    gradient is the ``reinforce`` loss's; the loss value is the surrogate's."""
+    mask = logps.mask
+    log_ratio = (logps.values - old_logps) * mask
+    low, high = clip_range(config)
+    return clipped_surrogate(log_ratio, mask, advantages, row_weights, low, high)
+
+
+@register_policy_loss("gspo", needs_old_logps=True)
+def gspo_loss(logps, old_logps, advantages, row_weights, config: Any):
+    """GSPO: one sequence-level ratio per completion, ``s_r = exp(mean_t log(pi/pi_old))``,
+    clipped as in PPO and shared by the completion's tokens (so ``loss_aggregation`` applies
+    as for the other losses). At the rollout policy its gradient is the ``reinforce`` loss's."""
+    mask = logps.mask
+    token_log_ratio = (logps.values - old_logps) * mask
+    seq = token_log_ratio.sum(-1) / mask.sum(-1).clamp(min=1.0)
+    log_ratio = seq.unsqueeze(-1).expand_as(mask) * mask
+    low, high = clip_range(config)
+    return clipped_surrogate(
+        log_ratio, mask, advantages, row_weights, low, high, token_log_ratio=token_log_ratio
+    )
+
+
+def row_weights(
+    lengths: Sequence[int],
+    group_sizes: Sequence[int],
+    num_groups: int,
+    mode: str,
+    max_tokens: int,
+    keep: Sequence[bool] | None = None,
+) -> list[float]:
+    """Each completion's weight in a mini-batch loss of ``num_groups`` groups (``mode`` is a
+    ``loss_aggregation``), so that ``sum_r w_r * (sum of row r's token terms)`` is the loss.
+
+    ``sum``, ``sequence_mean`` and ``constant``: every group (a node's K completions of one
+    prompt) counts equally, a row of a group of K weighing ``1 / (K * num_groups)``, further
+    divided by the row's own length (``sequence_mean``) or by ``max_tokens`` (``constant``).
+    ``token_mean`` (DAPO): every token of the mini-batch weighs ``1 / (its total tokens)``.
+    Rows with ``keep`` False (masked truncated completions) weigh 0 and their tokens do not
+    count in ``token_mean``'s total."""
+    keep = [True] * len(lengths) if keep is None else list(keep)
+    if mode == "token_mean":
+        total = sum(length for length, kept in zip(lengths, keep) if kept)
+        return [1.0 / max(1, total) if kept else 0.0 for kept in keep]
     out = []
-    for length, k in zip(lengths, group_sizes):
+    for length, k, kept in zip(lengths, group_sizes, keep):
         w = 1.0 / (k * num_groups)
-        if mode == "token_mean":
+        if mode == "sequence_mean":
             w /= max(1, length)
         elif mode == "constant":
             w /= max_tokens
-        out.append(w)
+        out.append(w if kept else 0.0)
     return out
 
 

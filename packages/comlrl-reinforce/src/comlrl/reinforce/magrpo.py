@@ -15,13 +15,22 @@ from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logprobs import score, score_parts
+from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
-from comlrl.core.reference import reference_models_for, sequence_kl
+from comlrl.core.reference import reference_models_for
+from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
-from comlrl.reinforce.advantages import batch_normalize, group_advantages
+from comlrl.reinforce.advantages import (
+    batch_normalize,
+    fixed_baseline_advantages,
+    group_advantages,
+)
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.extras import attach_extras
+from comlrl.reinforce.filters import has_spread, is_truncated
+from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
+from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
 
 
@@ -38,8 +47,14 @@ class NodeSample:
     node_mean_return: float
     node_env_step: int
     reference_kls: list[float] = field(default_factory=list)
+    # Each completion's own KL plus the discounted KL of the later turns it led to.
+    carried_kls: list[float] = field(default_factory=list)
+    # The reference's per-token log-probs of each completion (KL in the loss).
+    reference_logps: list[list[float]] = field(default_factory=list)
     # Per-token log-probs of each completion at rollout, for losses that form ratios.
     old_logps: list[list[float]] = field(default_factory=list)
+    # A baseline measured outside the group (MAReMax: the greedy joint response's reward).
+    baseline: float | None = None
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for checkpoints."""
@@ -65,14 +80,39 @@ class MAGRPOTrainer(TrainerBase):
         check_agent_count(inputs.agents, inputs.num_agents, type(self))
         if inputs.agents is not None and inputs.agent_model is None:
             inputs = inputs.replace(num_agents=None)
+        inputs = self._combine_rewards(inputs, args)
+        if args.uses_greedy_baseline() and GREEDY_PHASE not in self.timing_phases:
+            self.timing_phases = (*self.timing_phases, GREEDY_PHASE)
         super().setup(inputs.replace(args=args))
+        if isinstance(self.reward_func, WeightedRewards):
+            self.reward_func.bind(self.num_agents)
         a = self.args
         self.optimizers = [
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
             for m in self.agents
         ]
+        if a.drop_zero_variance_groups and self.dist.is_distributed:
+            raise ValueError(
+                "drop_zero_variance_groups needs a single-process run: ranks dropping different "
+                "numbers of groups would take different numbers of optimizer steps."
+            )
         self.reference_models = reference_models_for(self)
         self.use_buffer(a.rollout_buffer_size, NodeSample)
+
+    def _combine_rewards(self, inputs: TrainerInputs, args) -> TrainerInputs:
+        """A list of reward functions (or ``reward_weights``) becomes one weighted sum."""
+        funcs = inputs.reward_func
+        if not isinstance(funcs, (list, tuple)):
+            if args.reward_weights is None:
+                return inputs
+            funcs = [funcs]
+        combined = WeightedRewards(
+            funcs,
+            args.reward_weights,
+            call_mode=args.reward_call_mode,
+            recording=lambda: not self.timing.evaluating,
+        )
+        return inputs.replace(reward_func=combined)
 
     def _check_args_type(self, args) -> None:
         if not isinstance(args, MAGRPOConfig):
@@ -89,10 +129,7 @@ class MAGRPOTrainer(TrainerBase):
         """Roll out the unit's items; one record per tree node, in env-step order."""
         _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
-        if self.reference_models:
-            self._attach_reference_kl(per_agent)
-        if self.policy_loss.needs_old_logps:
-            self._attach_old_logps(per_agent)
+        attach_extras(self, nodes, per_agent)
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
         return Batch(
             [
@@ -112,39 +149,6 @@ class MAGRPOTrainer(TrainerBase):
             node_mean_return=float(np.mean(node.returns)),
             node_env_step=node.env_step,
         )
-
-    def _attach_reference_kl(self, per_agent: list[list[NodeSample]]) -> None:
-        for i, samples in enumerate(per_agent):
-            prompts = [s.prompt_ids for s in samples for _ in s.completion_ids]
-            comps = [c for s in samples for c in s.completion_ids]
-            kls = sequence_kl(
-                self.agents[i],
-                self.reference_models[i],
-                prompts,
-                comps,
-                self.tokenizers[i].pad_token_id,
-            )
-            pos = 0
-            for s in samples:
-                s.reference_kls = kls[pos : pos + len(s.completion_ids)]
-                pos += len(s.completion_ids)
-
-    def _attach_old_logps(self, per_agent: list[list[NodeSample]]) -> None:
-        for i, samples in enumerate(per_agent):
-            prompts = [s.prompt_ids for s in samples for _ in s.completion_ids]
-            comps = [c for s in samples for c in s.completion_ids]
-            lp = score(
-                self.agents[i],
-                prompts,
-                comps,
-                pad_id=self.tokenizers[i].pad_token_id,
-                max_tokens=self.args.logprob_max_tokens,
-            )
-            rows = [v[: len(c)] for v, c in zip(lp.values.tolist(), comps)]
-            pos = 0
-            for s in samples:
-                s.old_logps = rows[pos : pos + len(s.completion_ids)]
-                pos += len(s.completion_ids)
 
     @property
     def policy_loss(self):
@@ -168,20 +172,26 @@ class MAGRPOTrainer(TrainerBase):
         model.train()
         losses, norms, extra = [], [], {}
         rng = random.Random(seed)
+        if a.drop_zero_variance_groups:
+            kept = [s for s in samples if has_spread(s.returns)]
+            extra["dropped_groups"] = [float(len(samples) - len(kept))]
+            samples = kept
         by_turn: dict[int, list[NodeSample]] = {}
         for s in samples:
             by_turn.setdefault(s.turn_idx, []).append(s)
-        for turn in sorted(by_turn):
-            group = by_turn[turn]
-            rng.shuffle(group)
-            for start in range(0, len(group), a.train_batch_size):
-                batch = group[start : start + a.train_batch_size]
-                loss, norm, metrics = self._step(agent, model, opt, batch)
-                if loss is not None:
-                    losses.append(loss)
-                    norms.append(norm)
-                    for key, value in metrics.items():
-                        extra.setdefault(key, []).append(value)
+        # Each pass reshuffles; a ratio loss corrects passes after the first (num_iterations).
+        for _ in range(a.num_iterations):
+            for turn in sorted(by_turn):
+                group = by_turn[turn]
+                rng.shuffle(group)
+                for start in range(0, len(group), a.train_batch_size):
+                    batch = group[start : start + a.train_batch_size]
+                    loss, norm, metrics = self._step(agent, model, opt, batch)
+                    if loss is not None:
+                        losses.append(loss)
+                        norms.append(norm)
+                        for key, value in metrics.items():
+                            extra.setdefault(key, []).append(value)
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),
             "grad_norm": float(np.mean(norms)) if norms else float("nan"),
@@ -194,12 +204,16 @@ class MAGRPOTrainer(TrainerBase):
         advs = []
         for s in batch:
             returns = list(s.returns)
-            if s.reference_kls:
-                returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, s.reference_kls)]
+            kls = s.carried_kls or s.reference_kls
+            if kls:
+                returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
             scope_normalize = (
                 a.advantage_normalization and a.advantage_normalization_scope == "group"
             )
-            advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
+            if s.baseline is not None:
+                advs.append(fixed_baseline_advantages(returns, s.baseline, scope_normalize))
+            else:
+                advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
             flat = torch.cat(advs)
             pooled = self.pooled_moments([flat])
@@ -212,7 +226,7 @@ class MAGRPOTrainer(TrainerBase):
         micro-batch, gradients accumulated)."""
         a = self.args
         advs = self.advantages_for(batch)
-        prompts, comps, adv_rows, sizes, olds = [], [], [], [], []
+        prompts, comps, adv_rows, sizes, olds, refs = [], [], [], [], [], []
         for s, adv in zip(batch, advs):
             for j, (c, av) in enumerate(zip(s.completion_ids, adv.tolist())):
                 prompts.append(s.prompt_ids)
@@ -220,12 +234,18 @@ class MAGRPOTrainer(TrainerBase):
                 adv_rows.append(av)
                 sizes.append(len(s.completion_ids))
                 olds.append(s.old_logps[j] if s.old_logps else None)
+                refs.append(s.reference_logps[j] if s.reference_logps else None)
         lengths = [len(c) for c in comps]
+        found: dict[str, list[float]] = {}
+        keep = None
+        if a.mask_truncated_completions:
+            eos = self.tokenizers[agent].eos_token_id
+            keep = [not is_truncated(c, eos, a.max_new_tokens) for c in comps]
+            found["truncated_fraction"] = [1.0 - sum(keep) / len(keep)]
         weights = row_weights(
-            lengths, sizes, len(batch), a.loss_length_normalization, a.max_new_tokens
+            lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens, keep
         )
         policy_loss = self.policy_loss
-        found: dict[str, list[float]] = {}
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -245,13 +265,15 @@ class MAGRPOTrainer(TrainerBase):
             old = None
             if policy_loss.needs_old_logps:
                 old = padded_rows([olds[i] for i in idx], lp.values.shape[1], device)
+            row_w = as_tensor([weights[i] for i in idx], device)
             loss, metrics = policy_loss(
-                lp,
-                old,
-                as_tensor([adv_rows[i] for i in idx], device),
-                as_tensor([weights[i] for i in idx], device),
-                a,
+                lp, old, as_tensor([adv_rows[i] for i in idx], device), row_w, a
             )
+            if a.beta > 0:
+                ref = padded_rows([refs[i] for i in idx], lp.values.shape[1], device)
+                term, kl_metrics = kl_loss_term(lp, ref, row_w, a.beta, loss_estimator(a))
+                loss = loss + term
+                metrics = {**metrics, **kl_metrics}
             if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
                 return None, None, {}
             loss.backward()
@@ -281,6 +303,9 @@ class MAGRPOTrainer(TrainerBase):
                     metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
                         np.mean(kls)
                     )
+        if isinstance(self.reward_func, WeightedRewards):
+            for name, value in self.reward_func.drain().items():
+                metrics[f"rewards/{name}_mean"] = value
         for i, st in enumerate(stats):
             metrics.update({f"agent_{i}/{key}": value for key, value in st.items()})
         return metrics

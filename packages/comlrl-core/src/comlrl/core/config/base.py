@@ -36,8 +36,16 @@ from comlrl.core.logging.sink import check_report_to
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 
 NONFINITE_POLICIES = ("raise", "skip")
+# The per-token KL estimators (computed in comlrl.core.reference).
+KL_ESTIMATORS = ("k1", "k2", "k3")
 
-__all__ = ["DISTRIBUTED_MODES", "NONFINITE_POLICIES", "REWARD_CALL_MODES", "CommonConfig"]
+__all__ = [
+    "DISTRIBUTED_MODES",
+    "KL_ESTIMATORS",
+    "NONFINITE_POLICIES",
+    "REWARD_CALL_MODES",
+    "CommonConfig",
+]
 
 POSITIVE = Number(0.0, min_inclusive=False)
 
@@ -219,6 +227,13 @@ class CommonConfig:
         "(event files in `<run dir>/tensorboard`), or a sink registered under the entry-point "
         "group `comlrl.sinks`; None: W&B when a `wandb_config` is given.",
         check=Custom(lambda name, value: check_report_to(value, name), "a sink name or list"),
+    )
+    reference_kl_estimator: str | None = knob(
+        None,
+        help="Per-token estimator of the KL to the reference, with d = log π_ref − log π: `k1` "
+        "(−d), `k2` (d²/2) or `k3` (e^d − d − 1); None: k1 in the reward (unbiased for a "
+        "reward; 1.4.3 used k3) and k3 in the loss (where a family offers `beta`).",
+        check=Choice(KL_ESTIMATORS, optional=True),
     )
 
     # The distributed modes a family supports (the preference family replicates its agents).

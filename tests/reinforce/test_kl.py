@@ -1,0 +1,138 @@
+"""KL to the reference in the REINFORCE family: placement checks, the KL-in-loss term and its
+gradient against hand values, and the multi-turn carry of later turns' KL into earlier returns."""
+
+import math
+
+import pytest
+import torch
+
+from comlrl.core.logging.jsonl import read_metrics
+from comlrl.core.logprobs import TokenLogprobs
+from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.testing import tiny_pair
+from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
+from comlrl.reinforce.kl import carried_kls, kl_loss_term
+
+from ..ac.helpers import transition
+from .helpers import PROMPTS, length_reward, make_config, make_trainer
+
+
+def test_kl_in_reward_and_loss_together_is_refused():
+    with pytest.raises(ValueError, match="beta=0.1 puts a KL term in the loss"):
+        MAGRPOConfig(reference_kl_enabled=True, beta=0.1)
+
+
+def test_k1_in_the_loss_is_refused():
+    with pytest.raises(ValueError, match="reference_kl_estimator='k1' with beta > 0"):
+        MAGRPOConfig(beta=0.1, reference_kl_estimator="k1")
+
+
+def test_unknown_estimator_is_refused_by_the_config():
+    with pytest.raises(ValueError, match="reference_kl_estimator"):
+        MAGRPOConfig(reference_kl_estimator="k5")
+
+
+def test_beta_loads_references():
+    assert MAGRPOConfig(beta=0.1)._uses_reference()
+    assert not MAGRPOConfig()._uses_reference()
+
+
+def _rows():
+    values = torch.tensor([[-1.0, -2.0, 0.0]], dtype=torch.float32, requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    ref = torch.tensor([[-1.5, -1.0, 0.0]])
+    return values, TokenLogprobs(values, mask), ref
+
+
+@pytest.mark.parametrize(
+    "estimator, value, grads",
+    [
+        # beta * w = 0.2 * 0.5 = 0.1; d = ref - logp = [-0.5, 1]
+        ("k1", 0.1 * (0.5 - 1.0), [0.1, 0.1, 0.0]),
+        ("k2", 0.1 * (0.125 + 0.5), [0.1 * 0.5, 0.1 * -1.0, 0.0]),
+        (
+            "k3",
+            0.1 * (math.exp(-0.5) + 0.5 - 1.0 + math.e - 2.0),
+            [0.1 * (1 - math.exp(-0.5)), 0.1 * (1 - math.e), 0.0],
+        ),
+    ],
+)
+def test_kl_loss_term_value_and_gradient(estimator, value, grads):
+    values, lp, ref = _rows()
+    term, metrics = kl_loss_term(lp, ref, torch.tensor([0.5]), 0.2, estimator)
+    assert term.item() == pytest.approx(value, rel=1e-6)
+    term.backward()
+    assert values.grad[0].tolist() == pytest.approx(grads, rel=1e-6, abs=1e-9)
+    assert metrics["kl"] == pytest.approx(value / 0.1 / 2, rel=1e-6)  # mean over 2 tokens
+
+
+def _node(turn, actions, children=None):
+    node = TreeNode(0, {}, turn, ["p", "p"], ["p", "p"], [[], []], [[], []])
+    node.joint_actions = actions
+    node.children = children or []
+    return node
+
+
+def test_carry_aligned_two_turns():
+    c0 = _node(1, [(0, 0), (1, 1)])
+    c1 = _node(1, [(0, 0), (1, 1)])
+    root = _node(0, [(0, 0), (1, 1)], [c0, c1])
+    nodes = [root, c0, c1]
+    own = [[1.0, 2.0], [0.5, 1.5], [3.0, 5.0]]  # agent 0's KL of each completion
+    got = carried_kls(nodes, own, agent=0, discount=0.5)
+    # root: own + 0.5 * mean KL-to-go of the child its action led to (1.0 and 4.0)
+    assert got == [[1.5, 4.0], [0.5, 1.5], [3.0, 5.0]]
+
+
+def test_carry_cross_mode_credits_the_mean_over_actions():
+    actions = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    kids = [_node(1, [(0, 0), (1, 1)]) for _ in actions]
+    root = _node(0, actions, kids)
+    nodes = [root, *kids]
+    child_kl = [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+    own = [[10.0, 20.0], *child_kl]
+    got = carried_kls(nodes, own, agent=1, discount=1.0)
+    # agent 1's completion 0 is in actions 0 and 2 (children KL 1 and 3), completion 1 in 1, 3
+    assert got[0] == [10.0 + (1.0 + 3.0) / 2, 20.0 + (2.0 + 4.0) / 2]
+
+
+def test_magrpo_carries_later_turns_kl_into_earlier_returns(tmp_path, monkeypatch):
+    import comlrl.reinforce.extras as extras
+
+    monkeypatch.setattr(extras, "sequence_kl", lambda pol, ref, p, c, pad, **_: [1.0] * len(p))
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    trainer = MAGRPOTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS[:1],
+        reward_func=length_reward,
+        external_transition=transition,
+        args=make_config(
+            output_dir=str(tmp_path / "run"),
+            num_turns=2,
+            reference_kl_enabled=True,
+            reference_kl_coef=0.5,
+            advantage_mode="raw",
+            advantage_normalization=False,
+        ),
+    )
+    batch = trainer.collect(ItemBatch(0, 1, items=[PROMPTS[0]], offset=0))
+    for rec in batch.records:
+        s = rec.samples[0][0]
+        adv = trainer.advantages_for([s])[0].tolist()
+        carried = 2.0 if s.turn_idx == 0 else 1.0  # own KL 1 + the next turn's KL 1
+        assert s.reference_kls == [1.0, 1.0]
+        assert adv == pytest.approx([r - 0.5 * carried for r in s.returns])
+
+
+def test_kl_in_the_loss_trains_and_logs(tmp_path):
+    trainer = make_trainer(tmp_path, beta=0.05)
+    assert len(trainer.reference_models) == 2
+    trainer.train()
+    recs = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    kls = [r["agent_0/kl"] for r in recs if "agent_0/kl" in r]
+    # k3 is >= 0; the first step's policy is the reference, so its KL is ~0
+    assert kls and all(math.isfinite(k) and k >= -1e-6 for k in kls)
+    assert abs(kls[0]) < 1e-4

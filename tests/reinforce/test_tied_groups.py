@@ -1,0 +1,96 @@
+"""Tied and near-tied groups in every advantage mode, with and without normalization, in group
+and batch scope: hand-derived values, and never the ``R / 1e-6`` blow-up of a floored std."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from comlrl.core.logging.jsonl import read_metrics
+from comlrl.reinforce.advantages import batch_normalize, group_advantages
+
+from .helpers import make_trainer
+
+TIED = [2.0, 2.0, 2.0, 2.0]
+D = 1e-4
+NEAR = [1.0, 1.0, 1.0, 1.0 + D]
+S3 = math.sqrt(3.0)
+
+# mode -> (tied unnormalized, tied normalized)
+TIED_EXPECTED = {
+    "mean": ([0.0] * 4, [0.0] * 4),
+    "raw": ([2.0] * 4, [1.0] * 4),  # R / sqrt(mean R^2) = 2 / 2
+    "max": ([0.0] * 4, [0.0] * 4),
+    "rloo": ([0.0] * 4, [0.0] * 4),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(TIED_EXPECTED))
+@pytest.mark.parametrize("normalize", [False, True])
+def test_tied_group(mode, normalize):
+    want = TIED_EXPECTED[mode][int(normalize)]
+    got = group_advantages(TIED, mode, normalize).tolist()
+    assert got == pytest.approx(want, abs=1e-9)
+
+
+def _near_expected(mode, normalize):
+    r = torch.tensor(NEAR, dtype=torch.float64)
+    if not normalize:
+        base = {
+            "mean": [-D / 4] * 3 + [3 * D / 4],
+            "raw": NEAR,
+            "max": [-D] * 3 + [0.0],
+            "rloo": [-D / 3] * 3 + [D],  # R_k minus the mean of the other three
+        }
+        return base[mode]
+    return {
+        # std = D·sqrt(3)/4: the usual GRPO z-scores, bounded by sqrt(K)
+        "mean": [-1 / S3] * 3 + [S3],
+        "rloo": [-1 / S3] * 3 + [S3],
+        # rms of R = sqrt((3 + (1 + D)^2) / 4) ~ 1: each advantage stays ~1, not 1e4
+        "raw": (r / math.sqrt((3 + (1 + D) ** 2) / 4)).tolist(),
+        # rms of (R - max) = D·sqrt(3)/2
+        "max": [-2 / S3] * 3 + [0.0],
+    }[mode]
+
+
+@pytest.mark.parametrize("mode", sorted(TIED_EXPECTED))
+@pytest.mark.parametrize("normalize", [False, True])
+def test_near_tied_group(mode, normalize):
+    got = group_advantages(NEAR, mode, normalize).tolist()
+    assert got == pytest.approx(_near_expected(mode, normalize), rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", sorted(TIED_EXPECTED))
+def test_batch_scope_tied_and_near_tied(mode):
+    # Batch scope z-scores the baseline advantages of the whole batch.
+    tied = batch_normalize(group_advantages(TIED + TIED, mode, normalize=False))
+    assert tied.abs().max().item() < 1e-6
+    near = batch_normalize(group_advantages(NEAR, mode, normalize=False))
+    assert near.tolist() == pytest.approx([-1 / S3] * 3 + [S3], rel=1e-5)
+
+
+@given(
+    st.lists(st.floats(-100, 100), min_size=2, max_size=16),
+    st.sampled_from(sorted(TIED_EXPECTED)),
+)
+def test_normalized_advantages_are_bounded_by_sqrt_k(returns, mode):
+    adv = group_advantages(returns, mode, normalize=True)
+    assert adv.abs().max().item() <= math.sqrt(len(returns)) + 1e-9
+
+
+def test_mareinforce_with_a_constant_reward_keeps_a_small_loss(tmp_path):
+    # Every group ties at 1.0: the old floored std made each advantage 1e6 and the loss ~1e7.
+    trainer = make_trainer(
+        tmp_path,
+        reward=lambda a, b: [1.0] * len(a),
+        advantage_mode="raw",
+        advantage_normalization=True,
+    )
+    trainer.train()
+    recs = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    losses = [r[f"agent_{i}/loss"] for r in recs for i in (0, 1) if f"agent_{i}/loss" in r]
+    # advantages of 1: the loss is a weighted sum of a few log-probs, not 1e6 times that
+    assert losses and all(math.isfinite(v) and abs(v) < 100 for v in losses)

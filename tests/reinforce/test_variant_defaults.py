@@ -1,0 +1,105 @@
+"""MARLOO and MAReMax defaults (RLOO without std normalization, ReMax's greedy baseline) and the
+greedy baseline against hand values and an independent greedy rollout."""
+
+import dataclasses
+import math
+
+import pytest
+
+from comlrl.core.logging.jsonl import read_metrics
+from comlrl.core.loop import ItemBatch
+from comlrl.core.testing import tiny_pair
+from comlrl.reinforce import (
+    MAGRPOConfig,
+    MAREINFORCEConfig,
+    MAReMaxConfig,
+    MAReMaxTrainer,
+    MARLOOConfig,
+    NodeSample,
+)
+from comlrl.reinforce.advantages import fixed_baseline_advantages
+
+from .helpers import PROMPTS, length_reward
+
+FAST = dict(
+    num_train_epochs=1,
+    num_generations=2,
+    max_new_tokens=6,
+    num_turns=1,
+    temperature=1.0,
+    top_p=1.0,
+    top_k=None,
+    rollout_buffer_size=2,
+    agent_learning_rate=1e-3,
+    logging_steps=1,
+    eval_interval=0,
+    seed=0,
+)
+
+
+def test_defaults_of_the_variants():
+    assert MAGRPOConfig().advantage_normalization
+    assert MAREINFORCEConfig().advantage_normalization
+    assert MARLOOConfig().advantage_mode == "rloo"
+    assert not MARLOOConfig().advantage_normalization
+    remax = MAReMaxConfig()
+    assert remax.baseline == "greedy" and not remax.advantage_normalization
+    assert remax.uses_greedy_baseline() and not MAGRPOConfig().uses_greedy_baseline()
+    assert not MAReMaxConfig(baseline="max").uses_greedy_baseline()
+
+
+def test_bad_baseline_names_the_field():
+    with pytest.raises(ValueError, match="baseline"):
+        MAReMaxConfig(baseline="mean")
+
+
+def test_fixed_baseline_hand_values():
+    assert fixed_baseline_advantages([1.0, 2.0, 4.0], 2.0, False).tolist() == [-1.0, 0.0, 2.0]
+    rms = math.sqrt((1 + 0 + 4) / 3)
+    got = fixed_baseline_advantages([1.0, 2.0, 4.0], 2.0, True).tolist()
+    assert got == pytest.approx([-1 / rms, 0.0, 2 / rms])
+
+
+def _remax(tmp_path, **cfg):
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    return MAReMaxTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS[:2],
+        reward_func=length_reward,
+        args=MAReMaxConfig(output_dir=str(tmp_path / "run"), **{**FAST, **cfg}),
+    )
+
+
+def test_greedy_baseline_is_the_reward_of_an_independent_greedy_rollout(tmp_path):
+    trainer = _remax(tmp_path)
+    batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
+    samples = [rec.samples[0][0] for rec in batch.records]
+    greedy = dataclasses.replace(trainer.sampling_params(), do_sample=False)
+    texts = []
+    for agent in range(2):
+        formatted = [trainer.formatters[agent](item) for item in PROMPTS[:2]]
+        out = trainer.rollout_backend.generate(agent, formatted, 1, greedy)
+        texts.append([o.texts[0] for o in out])
+    want = length_reward(texts[0], texts[1])
+    got = sorted(s.baseline for s in samples)
+    assert got == pytest.approx(sorted(want))
+    s = samples[0]
+    adv = trainer.advantages_for([s])[0].tolist()
+    assert adv == pytest.approx([r - s.baseline for r in s.returns])
+
+
+def test_greedy_baseline_cost_is_logged(tmp_path):
+    trainer = _remax(tmp_path)
+    trainer.train()
+    recs = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    timed = [r["timing/greedy_baseline"] for r in recs if "timing/greedy_baseline" in r]
+    assert timed and all(t > 0 for t in timed)
+
+
+def test_max_baseline_keeps_the_group_max(tmp_path):
+    trainer = _remax(tmp_path, baseline="max")
+    s = NodeSample(0, 0, [1, 2], [[3], [4], [5]], [1.0, 3.0, 2.0], 2.0, 2.0, 3)
+    assert trainer.advantages_for([s])[0].tolist() == [-2.0, 0.0, -1.0]
+    assert "timing/greedy_baseline" not in trainer.timing.phases
