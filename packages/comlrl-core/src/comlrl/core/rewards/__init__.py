@@ -2,6 +2,7 @@
 
 from .caller import RewardCaller
 from .dispatch import RewardError, call_reward_function, normalize_reward_lengths
+from .shapes import RewardScores
 from .processors import RewardProcessors
 from .ranges import get_reward_range, resolve_reward_range, set_reward_range
 
@@ -9,6 +10,7 @@ __all__ = [
     "RewardCaller",
     "RewardError",
     "RewardProcessors",
+    "RewardScores",
     "call_reward_function",
     "get_reward_range",
     "normalize_reward_lengths",
