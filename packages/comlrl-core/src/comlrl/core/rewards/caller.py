@@ -202,7 +202,8 @@ class RewardCaller:
             self._mode = "batch"
             return RewardScores.from_shared(out, n)
         per_agent_alone = len(alone) == n or (len(alone) == 1 and len(alone[0]) == n)
-        if per_agent_alone and not receives_nested_lists(self.reward_func, n):
+        if per_agent_alone:
+            self._check_not_trl_style(n, m)
             self._switch_to_per_sample(m, n)
             first = read_scores(alone, 1, n, self._label)
             rest = self._score_per_sample(

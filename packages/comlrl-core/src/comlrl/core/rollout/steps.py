@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from comlrl.core.distributed import item_seed
+from comlrl.core.rewards.shapes import RewardScores
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams
 from comlrl.core.rollout.tree import TreeSettings, build_trees
 
@@ -56,10 +57,13 @@ class RolloutSteps:
         self.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
         return out
 
-    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Joint rewards for a batch of joint actions (timed as ``timing/reward``)."""
+    def score(self, agent_completions, *, prompts, batch_items) -> RewardScores:
+        """Rewards for a batch of joint actions, shared or per agent (timed as
+        ``timing/reward``)."""
         with self.timed("reward"):
-            return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+            return self.reward_caller.score(
+                agent_completions, prompts=prompts, batch_items=batch_items
+            )
 
     def rollout(
         self,
