@@ -2,9 +2,9 @@
 
 from .caller import RewardCaller
 from .dispatch import RewardError, call_reward_function, normalize_reward_lengths
-from .shapes import RewardScores
 from .processors import RewardProcessors
 from .ranges import get_reward_range, resolve_reward_range, set_reward_range
+from .shapes import RewardScores
 
 __all__ = [
     "RewardCaller",
