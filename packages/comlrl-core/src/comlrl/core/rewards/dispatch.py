@@ -1,7 +1,8 @@
 """Calling a user reward function with the argument layout its signature asks for.
 
 A reward function scores joint actions. It receives one list of completion strings per agent and
-returns one reward per joint action. Its signature decides how the lists are handed over:
+returns one reward per joint action, shared or per agent (see :mod:`comlrl.core.rewards.shapes`).
+Its signature decides how the lists are handed over:
 
 =========================================  ==========================================
 signature (positional data parameters)     call made
