@@ -111,3 +111,21 @@ def test_maac_shared_reward_keeps_one_joint_value(tmp_path):
     trainer.joint_ids = spy
     trainer.train()
     assert asked and set(asked) == {None}
+
+
+def test_multi_turn_returns_and_targets_use_each_agents_own_rewards(tmp_path):
+    spy = Spy()
+    trainer = make_iac(tmp_path, reward=agent0_only, num_turns=2, num_generations=1)
+    trainer.metrics_callback = spy
+    trainer.train()
+    agent1 = [s for s in spy.samples if s.agent_idx == 1]
+    agent0 = [s for s in spy.samples if s.agent_idx == 0]
+    assert {s.turn_idx for s in agent1} == {0, 1}
+    assert all(s.reward == 0.0 and s.returns == 0.0 for s in agent1)
+    last = [s for s in agent0 if s.turn_idx == 1]
+    first = [s for s in agent0 if s.turn_idx == 0]
+    assert all(s.value_target == pytest.approx(s.reward) for s in last)
+    # the first turn's reward-to-go adds the agent's own reward of the next turn
+    assert sum(s.returns for s in first) == pytest.approx(
+        sum(s.reward for s in first) + sum(s.reward for s in last)
+    )

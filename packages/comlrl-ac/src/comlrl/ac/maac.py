@@ -5,7 +5,9 @@ separated by blank lines, and for a Q critic a ``[Joint Action]`` block followed
 ``[Agent i action]`` blocks with each completion. It is tokenized with agent 0's tokenizer and
 left-truncated to the critic's context (the value is read at the last token, which must stay).
 The critic is updated once per joint sample; each actor is updated from its own samples with the
-joint TD advantage.
+joint TD advantage. When the reward gives each agent its own value, the critic is asked for each
+agent's own value (a ``[Value of Agent i]`` block ends the joint text) and gets one joint sample
+per agent, so every actor's TD advantage is built from its own reward and value.
 """
 
 from __future__ import annotations

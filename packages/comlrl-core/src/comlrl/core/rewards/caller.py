@@ -209,7 +209,7 @@ class RewardCaller:
             rest = self._score_per_sample(
                 [c[1:] for c in agent_completions], prompts[1:], batch_items[1:], m - 1, start=1
             )
-            return RewardScores.concat([first, rest], n)
+            return RewardScores.concat([first, rest])
         raise RewardError(
             f"Reward function {self._label!r} returned {m} values for {m} joint actions of {n} "
             f"agents, which could be one shared value per joint action or one joint action's "
@@ -241,7 +241,7 @@ class RewardCaller:
                 raise RewardError(
                     f"{exc} (joint action {start + j}, called once per joint action)"
                 ) from exc
-        return RewardScores.concat(parts, self.num_agents)
+        return RewardScores.concat(parts)
 
     def _batch_size(self, agent_completions: Any, prompts: Any, batch_items: Any) -> int:
         if not isinstance(agent_completions, Sequence) or isinstance(agent_completions, str):

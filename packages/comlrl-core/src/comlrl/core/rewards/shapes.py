@@ -72,7 +72,7 @@ class RewardScores:
         return cls([[float(v)] * num_agents for v in values], per_agent=False)
 
     @classmethod
-    def concat(cls, parts: list[RewardScores], num_agents: int) -> RewardScores:
+    def concat(cls, parts: list[RewardScores]) -> RewardScores:
         """One batch from several (a per-agent part makes the whole batch per-agent)."""
         rows = [list(row) for part in parts for row in part.rows]
         return cls(rows, per_agent=any(part.per_agent for part in parts))
