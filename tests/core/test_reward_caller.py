@@ -230,12 +230,17 @@ def test_per_sample_mode_passes_one_prompt_per_call():
     assert seen == [["p0"], ["p1"]]
 
 
-def test_per_sample_mode_uses_the_first_value():
+def test_per_sample_mode_rejects_extra_values_instead_of_keeping_the_first():
     def several_values(c):
-        return [len(c[0]), 99.0, math.nan]
+        return [len(c[0]), 99.0, 7.0]
 
     caller = RewardCaller(several_values, num_agents=1, call_mode="per_sample")
-    assert caller([["ab", "abcd"]], prompts=["p", "q"], batch_items=[0, 1]) == [2.0, 4.0]
+    with pytest.raises(RewardError, match="several_values") as info:
+        caller([["ab", "abcd"]], prompts=["p", "q"], batch_items=[0, 1])
+    message = str(info.value)
+    assert "returned 3 values for 1 joint action of 1 agent" in message
+    assert "a single number" in message
+    assert "joint action 0" in message
 
 
 def test_per_sample_mode_rejects_an_empty_result_naming_the_joint_action():
@@ -296,26 +301,27 @@ def test_auto_stays_undecided_for_single_joint_actions():
 
 
 def test_auto_rejects_other_count_mismatches():
-    def two_values(c1, c2):
-        return [1.0, 2.0]
+    def three_values(c1, c2):
+        return [1.0, 2.0, 3.0]
 
-    caller = RewardCaller(two_values, num_agents=2)
-    with pytest.raises(RewardError, match="two_values.*returned 2 values for 3"):
-        score(caller, 3)
+    caller = RewardCaller(three_values, num_agents=2)
+    with pytest.raises(RewardError, match="three_values.*returned 3 values for 4") as info:
+        score(caller, 4)
+    assert "4 rows of 2 numbers" in str(info.value)
     assert caller.num_calls == 1
 
 
 def test_auto_after_settling_on_batch_rejects_a_single_value():
-    outputs = iter([[1.0, 2.0], [3.0]])
+    outputs = iter([[1.0, 2.0, 3.0], [3.0]])
 
     def flaky(c1, c2):
         return next(outputs)
 
     caller = RewardCaller(flaky, num_agents=2)
-    assert score(caller, 2) == [1.0, 2.0]
+    assert score(caller, 3) == [1.0, 2.0, 3.0]
     assert caller.call_mode == "batch"
     with pytest.raises(RewardError, match="flaky"):
-        score(caller, 2)
+        score(caller, 3)
 
 
 # --------------------------------------------------------------------------- finiteness

@@ -62,7 +62,9 @@ def test_collaboration_counts_parse_failures_instead_of_raising():
     good = ADAPTER.format_completion(["ab", "cde"])
     scores = collab([good, "garbage"], prompts=["p", "p"], batch_items=[{"prompt": "x"}])
     assert scores == [5.0, 0.0]
-    assert seen == [(["ab", ""], ["cde", ""])]
+    # Two joint actions of two roles: auto mode scores the first alone once, to tell shared
+    # values from one joint action's per-role values.
+    assert seen == [(["ab", ""], ["cde", ""]), (["ab"], ["cde"])]
     assert (collab.parse_failures, collab.parsed) == (1, 2)
     assert collab.stats()["centralized/parse_failures"] == 1.0
 

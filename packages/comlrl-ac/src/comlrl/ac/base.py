@@ -160,13 +160,17 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
     def _make_sample(self, agent: int, node: TreeNode, action: int) -> RolloutSample:
         k = node.joint_actions[action][agent]
         ps = node.samples[agent]
+        metadata = {"turn_idx": node.turn, "generation_idx": k, "batch_item": node.item}
+        if node.per_agent:
+            # the joint action's shared (mean) reward, for the logged turn reward_mean
+            metadata["joint_reward"] = float(node.rewards[action])
         return RolloutSample(
             agent_idx=agent,
             prompt=node.prompts[agent],
             completion=ps.texts[k],
             prompt_ids=list(ps.prompt_ids),
             completion_ids=list(ps.completion_ids[k]),
-            reward=float(node.rewards[action]),
+            reward=float(node.reward_of(action, agent)),
             returns=0.0,
             advantage=None,
             old_value=None,
@@ -174,7 +178,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
             turn_idx=node.turn,
             generation_idx=k,
             env_step=node.env_step,
-            metadata={"turn_idx": node.turn, "generation_idx": k, "batch_item": node.item},
+            metadata=metadata,
         )
 
     def _tree_samples(

@@ -5,7 +5,9 @@ separated by blank lines, and for a Q critic a ``[Joint Action]`` block followed
 ``[Agent i action]`` blocks with each completion. It is tokenized with agent 0's tokenizer and
 left-truncated to the critic's context (the value is read at the last token, which must stay).
 The critic is updated once per joint sample; each actor is updated from its own samples with the
-joint TD advantage.
+joint TD advantage. When the reward gives each agent its own value, the critic is asked for each
+agent's own value (a ``[Value of Agent i]`` block ends the joint text) and gets one joint sample
+per agent, so every actor's TD advantage is built from its own reward and value.
 """
 
 from __future__ import annotations
@@ -34,12 +36,18 @@ from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.tree import TreeNode
 
 
-def joint_text(prompts: list[str], completions: list[str] | None = None) -> str:
-    """The centralized critic's input: every agent's prompt, and (Q) the joint action."""
+def joint_text(
+    prompts: list[str], completions: list[str] | None = None, agent: int | None = None
+) -> str:
+    """The centralized critic's input: every agent's prompt, and (Q) the joint action. With
+    per-agent rewards the critic estimates each agent's own value: ``agent`` appends a
+    ``[Value of Agent i]`` block naming whose value is asked for."""
     blocks = [f"[Agent {i}] {p}" for i, p in enumerate(prompts)]
     if completions is not None:
         blocks.append("[Joint Action]")
         blocks.extend(f"[Agent {i} action]\n{c}" for i, c in enumerate(completions))
+    if agent is not None:
+        blocks.append(f"[Value of Agent {agent}]")
     return "\n\n".join(blocks)
 
 
@@ -93,12 +101,13 @@ class MAACTrainer(ActorCriticTrainerBase):
         return self.critics[0]
 
     # ------------------------------------------------------------------ the joint observation
-    def joint_ids(self, prompts: list[str], completions: list[str] | None = None) -> list[int]:
+    def joint_ids(
+        self, prompts: list[str], completions: list[str] | None = None, agent: int | None = None
+    ) -> list[int]:
         """Token ids of :func:`joint_text`, keeping the tail when longer than the critic's
         context."""
-        ids = self.tokenizers[0](joint_text(prompts, completions), add_special_tokens=True)[
-            "input_ids"
-        ]
+        text = joint_text(prompts, completions, agent)
+        ids = self.tokenizers[0](text, add_special_tokens=True)["input_ids"]
         if self._critic_max_tokens is not None and len(ids) > self._critic_max_tokens:
             ids = ids[-self._critic_max_tokens :]
         return list(ids)
@@ -122,50 +131,65 @@ class MAACTrainer(ActorCriticTrainerBase):
         return out
 
     def _estimate_values(self, nodes: list[TreeNode]):
+        """Joint values ``[agent][node][action]`` and the critic's ids ``[agent][node][action]``.
+        Shared rewards: one joint value for every agent (one ids table). Per-agent rewards:
+        each agent's own value, asked for with the agent named in the joint text."""
+        if not any(node.per_agent for node in nodes):
+            values, ids = self._joint_values(nodes, None)
+            return [values] * self.num_agents, [ids]
+        tables = [self._joint_values(nodes, i) for i in range(self.num_agents)]
+        return [t[0] for t in tables], [t[1] for t in tables]
+
+    def _joint_values(self, nodes: list[TreeNode], agent: int | None):
         q = self.args.uses_q_critic
         ids_per_node: list[list[list[int]]] = []
         rows: list[list[int]] = []
         for node in nodes:
             if q:
                 per_action = [
-                    self.joint_ids(node.prompts, node.completions(k))
+                    self.joint_ids(node.prompts, node.completions(k), agent)
                     for k in range(len(node.joint_actions))
                 ]
                 rows.extend(per_action)
             else:
                 # V(s) is one estimate per joint state, shared by every action at the node.
-                state = self.joint_ids(node.prompts)
+                state = self.joint_ids(node.prompts, None, agent)
                 rows.append(state)
                 per_action = [state] * len(node.joint_actions)
             ids_per_node.append(per_action)
         flat = self.values_of(rows)
         values = spread_values(flat, [len(node.joint_actions) for node in nodes], bool(q))
-        return [values] * self.num_agents, ids_per_node
+        return values, ids_per_node
 
     def _joint_samples(self, nodes, index, samples, values, aux) -> list[list[JointSample]]:
         """The critic's target uses the joint reward, shaped by the agents' mean reference KL
-        (each actor's own advantage is shaped by its own KL)."""
+        (each actor's own advantage is shaped by its own KL). With per-agent rewards there is
+        one joint sample per agent: its own value, target and shaped reward."""
         gamma = self.args.discount
         coef = self.args.reference_kl_coef
         out = []
         for j, node in enumerate(nodes):
             per_node = []
             for k in range(len(node.joint_actions)):
-                reward = float(node.rewards[k])
-                kls = [samples[i][j][k].reference_kl for i in range(self.num_agents)]
-                if all(kl is not None for kl in kls):
-                    reward -= coef * float(np.mean(kls))
                 child = self._child(node, k)
-                next_value = values[0][index[id(child)]][0] if child is not None else None
-                per_node.append(
-                    JointSample(
-                        turn_idx=node.turn,
-                        input_ids=list(aux[j][k]),
-                        old_value=float(values[0][j][k]),
-                        target=td_target(reward, next_value, gamma),
-                        env_step=node.env_step,
+                for a, ids in enumerate(aux):
+                    if len(aux) > 1:
+                        reward = samples[a][j][k].shaped_reward
+                    else:
+                        reward = float(node.rewards[k])
+                        kls = [samples[i][j][k].reference_kl for i in range(self.num_agents)]
+                        if all(kl is not None for kl in kls):
+                            reward -= coef * float(np.mean(kls))
+                    next_value = values[a][index[id(child)]][0] if child is not None else None
+                    per_node.append(
+                        JointSample(
+                            turn_idx=node.turn,
+                            input_ids=list(ids[j][k]),
+                            old_value=float(values[a][j][k]),
+                            target=td_target(reward, next_value, gamma),
+                            env_step=node.env_step,
+                        )
                     )
-                )
             out.append(per_node)
         return out
 

@@ -8,6 +8,7 @@ import numpy as np
 from comlrl.ac.samples import Episode, RolloutSample
 from comlrl.ac.targets import explained_variance, mean_std
 from comlrl.core import evaluation
+from comlrl.core.rewards.report import agent_reward_metrics
 from comlrl.core.trainer import TrainerBase
 
 
@@ -61,7 +62,9 @@ class ActorCriticReporting:
             group = [s for s in everything if s.turn_idx == turn]
             first = [s for s in buffers[0] if s.turn_idx == turn]
             t = turn + 1
-            metrics[f"turn_{t}/reward_mean"] = float(np.mean([s.reward for s in first]))
+            metrics[f"turn_{t}/reward_mean"] = float(
+                np.mean([s.metadata.get("joint_reward", s.reward) for s in first])
+            )
             metrics[f"turn_{t}/expected_return"] = float(np.mean([s.returns for s in group]))
             if a.reference_kl_enabled:
                 kls = [s.reference_kl for s in group if s.reference_kl is not None]
@@ -79,6 +82,12 @@ class ActorCriticReporting:
             metrics[f"agent_{i}/explained_variance"] = explained_variance(
                 [s.old_value for s in samples], [s.value_target for s in samples]
             )
+        metrics.update(
+            agent_reward_metrics(
+                (s.agent_idx, s.turn_idx, s.reward if "joint_reward" in s.metadata else None)
+                for s in everything
+            )
+        )
         metrics.update(stats)
         return metrics
 

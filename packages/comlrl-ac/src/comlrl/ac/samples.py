@@ -15,7 +15,9 @@ _TRANSIENT_METADATA = ("batch_item",)
 class RolloutSample:
     """One agent's completion at one turn of one episode, with its critic bookkeeping.
 
-    ``reward`` is the environment's joint reward; ``returns`` the undiscounted reward-to-go
+    ``reward`` is the environment's reward for this agent (the joint reward, or the agent's
+    own value when the reward function gives one per agent; ``metadata["joint_reward"]`` then
+    holds the joint action's mean); ``returns`` the undiscounted reward-to-go
     after KL shaping (logged as ``expected_return``; ``discount`` enters only the TD target);
     ``old_value`` the critic's estimate at rollout; ``value_target`` the TD(0) target
     ``r + γ·V(h')`` (``r`` at the last turn); ``advantage`` is ``value_target - old_value``

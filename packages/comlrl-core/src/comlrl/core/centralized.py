@@ -116,6 +116,8 @@ class CentralizedCollaboration:
     Attributes:
         parse_failures: joint completions that held no role section (each scored as all-empty).
         parsed: joint completions split so far.
+        role_reward_means: each role's mean reward in the last scored batch when the task reward
+            gives per-role values (logged as ``centralized/role_{r}_reward_mean``), else None.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class CentralizedCollaboration:
         self.num_roles = num_roles
         self.parse_failures = 0
         self.parsed = 0
+        self.role_reward_means: list[float] | None = None
         self.task_reward = reward_func
         self._caller = None
         self.reward_range = None
@@ -201,14 +204,19 @@ class CentralizedCollaboration:
 
     def stats(self) -> dict[str, float]:
         """Parse counters for logging."""
-        return {
+        out = {
             "centralized/parse_failures": float(self.parse_failures),
             "centralized/parsed": float(self.parsed),
         }
+        if self.role_reward_means is not None:
+            for r, value in enumerate(self.role_reward_means):
+                out[f"centralized/role_{r}_reward_mean"] = float(value)
+        return out
 
     # ------------------------------------------------------------------ joint reward
     def __call__(self, completions: Sequence[str], *, prompts=None, batch_items=None) -> list:
-        """One task reward per joint completion: split into roles, then score the roles."""
+        """One task reward per joint completion: split into roles, then score the roles (a
+        reward that gives each role its own value is credited with the roles' mean)."""
         if self._caller is None:
             raise ValueError("This collaboration was built without a reward_func.")
         if not batch_items:
@@ -218,7 +226,14 @@ class CentralizedCollaboration:
         if len(items) == 1 and len(completions) != 1:
             items = items * len(completions)
         role_prompts = [self.role_formatters[0](item) for item in items]
-        return self._caller(per_role, prompts=role_prompts, batch_items=items)
+        scores = self._caller.score(per_role, prompts=role_prompts, batch_items=items)
+        # One actor writes every role, so its reward is the team's: with per-role values, their
+        # mean. Each role's own mean is kept for the logs.
+        if scores.per_agent:
+            self.role_reward_means = [
+                sum(scores.agent(r)) / len(scores) for r in range(self.num_roles)
+            ]
+        return scores.shared
 
     # ------------------------------------------------------------------ eval
     def wrap_eval_logger(self, eval_logger: Callable | None) -> Callable | None:

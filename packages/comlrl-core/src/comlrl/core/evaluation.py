@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from comlrl.core.rewards.report import agent_reward_metrics
+
 
 def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, float]:
     """Evaluate on the first ``eval_num_samples`` eval items; log and return the metrics.
@@ -44,12 +46,15 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
 
 def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], list]:
     """Per-turn ``eval/turn_t/reward_mean`` and ``expected_return`` (undiscounted) over
-    ``items``, plus the user's eval hooks; returns (metrics, rollout roots)."""
+    ``items`` (with per-agent rewards: the agents' mean, plus each agent's
+    ``eval/turn_t/agent_i_reward_mean``), plus the user's eval hooks; returns (metrics, rollout
+    roots)."""
     params = trainer.sampling_params(eval_mode=True)
     batch = max(1, trainer.args.eval_batch_size)
     turns = trainer.args.num_turns
     n_agents = trainer.num_agents
     rewards = [[None] * turns for _ in items]
+    own_rewards: list[tuple[int, int, float]] = []  # (agent, turn, value) when per agent
     completions = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
@@ -59,6 +64,10 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
             node = root
             while node is not None:
                 rewards[start + j][node.turn] = node.rewards[0]
+                if node.per_agent:
+                    own_rewards.extend(
+                        (i, node.turn, node.agent_rewards[0][i]) for i in range(n_agents)
+                    )
                 for i in range(n_agents):
                     completions[i][start + j].append(node.samples[i].texts[0])
                 node = node.children[0] if node.children else None
@@ -70,6 +79,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
         metrics[f"eval/turn_{t + 1}/reward_mean"] = float(np.mean(vals))
         rets = [sum(x for x in r[t:] if x is not None) for r in rewards if r[t] is not None]
         metrics[f"eval/turn_{t + 1}/expected_return"] = float(np.mean(rets))
+    metrics.update(agent_reward_metrics(own_rewards, prefix="eval/"))
     if trainer.eval_logger is not None and trainer.eval_aggregator is not None:
         detailed = trainer.eval_logger(
             agent_completions_turns=completions,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from comlrl.core.distributed import all_gather_objects, shard_range
-from comlrl.core.rewards import RewardError
+from comlrl.core.rewards import RewardError, RewardScores
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
 
@@ -52,16 +52,32 @@ class CandidatePairs:
             out.append(result)
         return out
 
-    def score_raw(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Unprocessed task rewards of a batch of joint actions (one reward call)."""
+    def score_raw(self, agent_completions, *, prompts, batch_items) -> RewardScores:
+        """Unprocessed task rewards of a batch of joint actions, shared or per agent (one
+        reward call)."""
         with self.timed("reward"):
-            return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+            return self.reward_caller.score(
+                agent_completions, prompts=prompts, batch_items=batch_items
+            )
 
-    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Processed task rewards (used by eval rollouts)."""
-        return self.process_rewards(
+    def process_scores(self, scores: RewardScores) -> RewardScores:
+        """:meth:`process_rewards` applied to every value (every agent's, when per agent)."""
+        if not scores.per_agent:
+            width = len(scores.rows[0]) if scores.rows else 1
+            return RewardScores.from_shared(self.process_rewards(scores.shared), width)
+        return RewardScores([self.process_rewards(row) for row in scores.rows], per_agent=True)
+
+    def reward_scores(self, agent_completions, *, prompts, batch_items) -> RewardScores:
+        """Processed task rewards, shared or per agent (used by eval rollouts)."""
+        return self.process_scores(
             self.score_raw(agent_completions, prompts=prompts, batch_items=batch_items)
         )
+
+    def score(self, agent_completions, *, prompts, batch_items) -> list:
+        """Processed task rewards: one per joint action, or one per-agent row per joint action."""
+        return self.reward_scores(
+            agent_completions, prompts=prompts, batch_items=batch_items
+        ).as_output()
 
     # ------------------------------------------------------------------ candidates
     def sample_candidates(
@@ -78,20 +94,36 @@ class CandidatePairs:
 
         ``texts[i][j][k]`` is actor ``i``'s ``k``-th candidate for item ``j``; candidate ``k`` of
         item ``j`` is the joint action ``(texts[0][j][k], ..., texts[N-1][j][k])``. Returns raw and
-        processed rewards as ``[item][k]``.
+        processed rewards as ``[item][k]`` (per-agent rewards: the agents' means).
         """
+        raw, processed, _ = self.score_joint_agents(texts, prompts, items)
+        return raw, processed
+
+    def score_joint_agents(self, texts, prompts, items):
+        """:meth:`score_joint`, plus, when the reward gives each agent its own value, each
+        agent's raw and processed rewards as ``[agent]`` of ``([item][k], [item][k])`` (None
+        when shared). Per-agent processed means are the means of the processed values."""
         counts = [len(texts[0][j]) for j in range(len(items))]
         comps = [[t for j in range(len(items)) for t in texts[i][j]] for i in range(len(texts))]
         flat_prompts = [prompts[j] for j in range(len(items)) for _ in range(counts[j])]
         flat_items = [items[j] for j in range(len(items)) for _ in range(counts[j])]
         raw = self.score_raw(comps, prompts=flat_prompts, batch_items=flat_items)
-        processed = self.process_rewards(raw)
-        out_raw, out_proc, pos = [], [], 0
-        for c in counts:
-            out_raw.append(raw[pos : pos + c])
-            out_proc.append(processed[pos : pos + c])
-            pos += c
-        return out_raw, out_proc
+        processed = self.process_scores(raw)
+
+        def per_item(values: list[float]) -> list[list[float]]:
+            out, pos = [], 0
+            for c in counts:
+                out.append(values[pos : pos + c])
+                pos += c
+            return out
+
+        agents = None
+        if raw.per_agent:
+            agents = [
+                (per_item(raw.agent(i)), per_item(processed.agent(i)))
+                for i in range(len(raw.rows[0]))
+            ]
+        return per_item(raw.shared), per_item(processed.shared), agents
 
     def build_policy_pairs(
         self, items: Sequence[dict], params
@@ -109,42 +141,21 @@ class CandidatePairs:
             samples = self.sample_candidates(chunk, k, params)
             texts = [[s.texts for s in samples[i]] for i in range(self.num_agents)]
             prompts = [samples[0][j].prompt for j in range(len(chunk))]
-            raw, processed = self.score_joint(texts, prompts, chunk)
+            shared_raw, shared, agents = self.score_joint_agents(texts, prompts, chunk)
+            # Shared rewards rank the joint candidates once; per-agent rewards rank them once
+            # per agent, and each such pair trains only its agent (see PreferencePair.agent).
+            rankings = [(None, shared_raw, shared)]
+            if agents is not None:
+                rankings = [(i, r, p) for i, (r, p) in enumerate(agents)]
             for j in range(len(chunk)):
-                rewards = processed[j]
-                rewards_seen.extend(rewards)
-                chosen = select_pairs(
-                    candidate_pairs(rewards),
-                    a.pair_selection,
-                    a.preference_pairs_per_sample,
-                    self.pair_rng,
-                )
-                if not chosen:
-                    tied_items += 1
-                mean = float(np.mean(rewards))
-                for w, lo, _gap in chosen:
-                    pairs.append(
-                        PreferencePair(
-                            prompts=[samples[i][j].prompt for i in range(self.num_agents)],
-                            winner_completions=[texts[i][j][w] for i in range(self.num_agents)],
-                            loser_completions=[texts[i][j][lo] for i in range(self.num_agents)],
-                            prompt_ids=[
-                                list(samples[i][j].prompt_ids) for i in range(self.num_agents)
-                            ],
-                            winner_ids=[
-                                list(samples[i][j].completion_ids[w])
-                                for i in range(self.num_agents)
-                            ],
-                            loser_ids=[
-                                list(samples[i][j].completion_ids[lo])
-                                for i in range(self.num_agents)
-                            ],
-                            winner_reward=rewards[w],
-                            loser_reward=rewards[lo],
-                            candidate_reward_mean=mean,
-                            raw_rewards=[raw[j][w], raw[j][lo]],
-                        )
+                rewards_seen.extend(shared[j])
+                found = 0
+                for owner, raw, processed in rankings:
+                    found += self._ranked_pairs(
+                        pairs, samples, texts, j, owner, raw[j], processed[j]
                     )
+                if not found:
+                    tied_items += 1
         stats = {
             "preference/num_pairs": float(len(pairs)),
             "preference/candidate_reward_mean": float(np.mean(rewards_seen))
@@ -155,6 +166,38 @@ class CandidatePairs:
         if self.collaboration is not None:
             stats.update(self.collaboration.stats())
         return pairs, stats
+
+    def _ranked_pairs(self, pairs, samples, texts, j, owner, raw, rewards) -> int:
+        """Append item ``j``'s selected pairs ranked by ``rewards``; return how many."""
+        a = self.args
+        chosen = select_pairs(
+            candidate_pairs(rewards),
+            a.pair_selection,
+            a.preference_pairs_per_sample,
+            self.pair_rng,
+        )
+        mean = float(np.mean(rewards))
+        for w, lo, _gap in chosen:
+            pairs.append(
+                PreferencePair(
+                    prompts=[samples[i][j].prompt for i in range(self.num_agents)],
+                    winner_completions=[texts[i][j][w] for i in range(self.num_agents)],
+                    loser_completions=[texts[i][j][lo] for i in range(self.num_agents)],
+                    prompt_ids=[list(samples[i][j].prompt_ids) for i in range(self.num_agents)],
+                    winner_ids=[
+                        list(samples[i][j].completion_ids[w]) for i in range(self.num_agents)
+                    ],
+                    loser_ids=[
+                        list(samples[i][j].completion_ids[lo]) for i in range(self.num_agents)
+                    ],
+                    winner_reward=rewards[w],
+                    loser_reward=rewards[lo],
+                    candidate_reward_mean=mean,
+                    raw_rewards=[raw[w], raw[lo]],
+                    agent=owner,
+                )
+            )
+        return len(chosen)
 
     # ------------------------------------------------------------------ multi-process
     def rank_share(self, rows: Sequence[Any]) -> list[Any]:

@@ -177,8 +177,9 @@ class ComparatorPairs:
         return list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
 
     def _pair_scores(self, texts, actor_prompts, items):
-        """Raw task rewards (or None) and the scores pairs are ranked by, as ``[item][k]``."""
-        return self.score_joint(texts, actor_prompts[0], items)
+        """Raw task rewards (or None) and the scores pairs are ranked by, as ``[item][k]``, and
+        with per-agent task rewards each agent's ``(raw, scores)`` (else None)."""
+        return self.score_joint_agents(texts, actor_prompts[0], items)
 
     def _iteration_pairs(self, items, comparator: Comparator, params, iteration: int):
         a = self.args
@@ -201,17 +202,27 @@ class ComparatorPairs:
             )
             t_texts = [[s.texts for s in target[i]] for i in range(self.num_agents)]
             c_texts = [[c.texts for c in comp[i]] for i in range(self.num_agents)]
-            t_raw, t_score = self._pair_scores(t_texts, actor_prompts, chunk)
-            c_raw, c_score = self._pair_scores(c_texts, actor_prompts, chunk)
+            t_raw, t_score, t_agents = self._pair_scores(t_texts, actor_prompts, chunk)
+            c_raw, c_score, c_agents = self._pair_scores(c_texts, actor_prompts, chunk)
+            # Per-agent task rewards pair target and comparator once per agent, by that agent's
+            # own reward; each such pair trains only its agent (PreferencePair.agent).
+            rankings = [(None, t_raw, c_raw, t_score, c_score)]
+            if t_agents is not None and c_agents is not None:
+                rankings = [
+                    (i, tr, cr, ts, cs)
+                    for i, ((tr, ts), (cr, cs)) in enumerate(zip(t_agents, c_agents))
+                ]
             for j in range(len(chunk)):
                 if t_raw is not None:
                     seen["target"].extend(t_raw[j])
                     seen["comparator"].extend(c_raw[j])
-                pairs.extend(
-                    self._item_pairs(
-                        j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, iteration
+                for owner, tr, cr, ts, cs in rankings:
+                    found = self._item_pairs(
+                        j, target, comp, t_texts, c_texts, tr, cr, ts, cs, iteration
                     )
-                )
+                    for pair in found:
+                        pair.agent = owner
+                    pairs.extend(found)
         return pairs, seen
 
     def _item_pairs(self, j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, it):

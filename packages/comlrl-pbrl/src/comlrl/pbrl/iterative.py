@@ -328,7 +328,7 @@ class MARLHFIterTrainer(IterativeMixin, MARLHFTrainer):
             prompts = [[actor_prompts[i][j]] * k for i in range(self.num_agents)]
             comps = [list(texts[i][j]) for i in range(self.num_agents)]
             scores.append(self.reward_model_scores(prompts, comps))
-        return raw, scores
+        return raw, scores, None
 
     def _train_on_selected(self, selected: list[PreferencePair]) -> None:
         if self._rm_initial_state is not None:

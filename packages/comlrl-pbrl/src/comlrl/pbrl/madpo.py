@@ -76,6 +76,7 @@ class DPOMixin:
                         [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
                         grad=backward,
                     )
+                    values = owned_rows(values, members, i)
                     chosen.append(values[: len(members)])
                     rejected.append(values[len(members) :])
                 part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
@@ -164,6 +165,19 @@ class DPOMixin:
             if not units[-1]:
                 units.pop()
         return units
+
+
+def owned_rows(values: torch.Tensor, pairs: Sequence[PreferencePair], actor: int) -> torch.Tensor:
+    """Actor ``actor``'s winner-then-loser log-probs, detached in the pairs another agent owns.
+
+    A pair ranked by one agent's own reward trains that agent only: the other actors' margins
+    still enter its joint margin, but as constants (no gradient), as in the factorized loss.
+    """
+    owners = [p.agent for p in pairs]
+    if all(o is None or o == actor for o in owners) or not values.requires_grad:
+        return values
+    keep = torch.tensor([o is None or o == actor for o in owners] * 2, device=values.device)
+    return torch.where(keep, values, values.detach())
 
 
 def _merge_parts(parts: list[DPOOutput], groups: list[list[int]], n: int) -> DPOOutput:

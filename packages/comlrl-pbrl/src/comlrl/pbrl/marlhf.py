@@ -26,12 +26,12 @@ from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.reward_model import (
     JointRewardModel,
     format_joint_text,
-    score_texts,
     train_reward_model,
 )
 from comlrl.pbrl.rl_phase import (
     RewardModelReward,
     TrainerDataParallel,
+    mean_joint_scores,
     resolve_rl_algorithm,
     rl_config,
 )
@@ -104,6 +104,7 @@ class RLHFMixin:
         self.reward_optimizer = self._new_reward_optimizer()
         self.rm_rng = random.Random(a.seed if a.seed is not None else 0)
         self.reward_model_trained = False
+        self.reward_model_per_agent = False
         self.reward_model_metrics: dict[str, float] = {}
         self.rm_reward = RewardModelReward(self)
         self.rl_trainer = self._build_rl_trainer(metrics_callback, critics)
@@ -145,14 +146,16 @@ class RLHFMixin:
     # ------------------------------------------------------------------ reward model
     def pair_texts(self, pairs) -> tuple[list[str], list[str]]:
         """Joint winner and loser texts of ``pairs`` (the reward model's inputs)."""
-        winners = [format_joint_text(p.prompts, p.winner_completions) for p in pairs]
-        losers = [format_joint_text(p.prompts, p.loser_completions) for p in pairs]
+        winners = [format_joint_text(p.prompts, p.winner_completions, p.agent) for p in pairs]
+        losers = [format_joint_text(p.prompts, p.loser_completions, p.agent) for p in pairs]
         return winners, losers
 
     def fit_reward_model(self, pairs) -> dict[str, float]:
         """Bradley-Terry training on ``pairs``; metrics are logged every epoch."""
         a = self.args
         winners, losers = self.pair_texts(pairs)
+        # Pairs ranked by each agent's own reward teach the model every agent's reward.
+        self.reward_model_per_agent = any(p.agent is not None for p in pairs)
         clock = [time.perf_counter()]
 
         def log(epoch_metrics: dict[str, float]) -> None:
@@ -181,17 +184,9 @@ class RLHFMixin:
         return metrics
 
     def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
-        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``."""
-        n = len(completions_per_actor[0])
-        texts = [
-            format_joint_text(
-                [p[j] for p in prompts_per_actor], [c[j] for c in completions_per_actor]
-            )
-            for j in range(n)
-        ]
-        return score_texts(
-            self.reward_model, self.reward_tokenizer, texts, self.args.reward_max_length
-        )
+        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
+        (a reward model of per-agent rewards: the mean of the agents' scores)."""
+        return mean_joint_scores(self, prompts_per_actor, completions_per_actor)
 
     # ------------------------------------------------------------------ the RL phase
     def rl_units(self) -> list[tuple[str, int]]:
@@ -244,6 +239,7 @@ class RLHFMixin:
         rng = self.rm_rng.getstate()
         return {
             "reward_model_trained": self.reward_model_trained,
+            "reward_model_per_agent": self.reward_model_per_agent,
             "reward_model_metrics": dict(self.reward_model_metrics),
             "rm_rng": [rng[0], list(rng[1]), rng[2]],
             "rl": self.rl_trainer.state_dict(),
@@ -252,6 +248,7 @@ class RLHFMixin:
 
     def _load_rlhf_state(self, state: dict[str, Any]) -> None:
         self.reward_model_trained = bool(state["reward_model_trained"])
+        self.reward_model_per_agent = bool(state.get("reward_model_per_agent", False))
         self.reward_model_metrics = dict(state["reward_model_metrics"])
         rng = state["rm_rng"]
         self.rm_rng.setstate((rng[0], tuple(rng[1]), rng[2]))

@@ -33,6 +33,7 @@ class PreferencePair:
     the unprocessed winner and loser values. In the iterative trainers one side is the target
     (current policy) and the other the comparator; ``target_is_winner`` says which won.
     ``reference_logps[i]`` caches actor ``i``'s reference log-probs ``(winner, loser)``.
+    ``agent`` names the one actor a pair ranked by per-agent rewards trains (None: every actor).
     """
 
     prompts: list[str]
@@ -51,6 +52,10 @@ class PreferencePair:
     iteration: int | None = None
     reference_logps: list[list[float]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # With per-agent rewards a pair is ranked by one agent's own reward and trains only that
+    # agent (the other actors' margins enter its loss detached); None: ranked by the shared
+    # reward, trains every actor.
+    agent: int | None = None
 
     @property
     def num_actors(self) -> int:
@@ -90,6 +95,7 @@ class PreferencePair:
             "iteration": self.iteration,
             "reference_logps": self.reference_logps,
             "extra": dict(self.extra),
+            **({} if self.agent is None else {"agent": int(self.agent)}),
         }
 
     @classmethod

@@ -23,16 +23,21 @@ from comlrl.core.quiet import quiet_hub_progress
 JOINT_HEADER = "Joint multi-agent response"
 
 
-def format_joint_text(prompts: Sequence[str], completions: Sequence[str]) -> str:
+def format_joint_text(
+    prompts: Sequence[str], completions: Sequence[str], agent: int | None = None
+) -> str:
     """The reward model's input: a header, then every agent's prompt and response.
 
     Agents are numbered from 1 in this text (the CoMLRL layout, kept so reward models trained
-    with it score the same input).
+    with it score the same input). With per-agent rewards the model scores each agent's own
+    reward: ``agent`` (0-based) appends a block naming whose reward is asked for.
     """
     blocks = [JOINT_HEADER]
     for i, (prompt, completion) in enumerate(zip(prompts, completions), start=1):
         blocks.append(f"Agent {i} prompt:\n{prompt}")
         blocks.append(f"Agent {i} response:\n{completion}")
+    if agent is not None:
+        blocks.append(f"Reward of agent {agent + 1}")
     return "\n\n".join(blocks)
 
 

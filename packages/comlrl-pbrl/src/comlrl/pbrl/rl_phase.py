@@ -76,12 +76,37 @@ class RewardModelReward:
     def __init__(self, trainer: Any):
         self.trainer = trainer
 
-    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list[float]:
+    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list:
+        """One score per joint response, or (a reward model of per-agent rewards) one row of
+        per-agent scores per joint response."""
         t = self.trainer
+        n = len(agent_completions)
+        owners = list(range(n)) if t.reward_model_per_agent else [None]
         texts = []
         for j, item in enumerate(batch_items):
-            actor_prompts = [prompts[j]] + [
-                t.formatters[i](item) for i in range(1, len(agent_completions))
-            ]
-            texts.append(format_joint_text(actor_prompts, [c[j] for c in agent_completions]))
-        return score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+            actor_prompts = [prompts[j]] + [t.formatters[i](item) for i in range(1, n)]
+            joint = [c[j] for c in agent_completions]
+            texts.extend(format_joint_text(actor_prompts, joint, agent) for agent in owners)
+        scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+        if not t.reward_model_per_agent:
+            return scores
+        return [scores[j * n : (j + 1) * n] for j in range(len(batch_items))]
+
+
+def mean_joint_scores(trainer: Any, prompts_per_actor, completions_per_actor) -> list[float]:
+    """The reward model's score of each joint response ``j`` (``prompts_per_actor[i][j]``,
+    ``completions_per_actor[i][j]``); a model of per-agent rewards scores every agent's own
+    reward and the mean is returned (a shared ranking for the iterative trainers)."""
+    t = trainer
+    n = len(completions_per_actor[0])
+    owners = range(len(prompts_per_actor)) if t.reward_model_per_agent else [None]
+    texts = [
+        format_joint_text(
+            [p[j] for p in prompts_per_actor], [c[j] for c in completions_per_actor], agent
+        )
+        for j in range(n)
+        for agent in owners
+    ]
+    scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+    width = len(owners)
+    return [sum(scores[j * width : (j + 1) * width]) / width for j in range(n)]

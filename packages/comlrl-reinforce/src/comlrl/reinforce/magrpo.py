@@ -1,5 +1,6 @@
 """MAGRPO: multi-agent GRPO. Every agent samples K answers per prompt; joint actions share one
-reward; each agent is updated by REINFORCE with a group baseline over its K siblings."""
+reward (or give each agent its own); each agent is updated by REINFORCE with a group baseline
+over its K siblings' returns (its own returns when rewards are per agent)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, 
 from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for
+from comlrl.core.rewards.report import agent_reward_metrics, node_agent_reward_mean
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.trainer import TrainerBase
@@ -55,6 +57,8 @@ class NodeSample:
     old_logps: list[list[float]] = field(default_factory=list)
     # A baseline measured outside the group (MAReMax: the greedy joint response's reward).
     baseline: float | None = None
+    # This agent's own mean reward at the node when rewards are per agent (None if shared).
+    agent_reward_mean: float | None = None
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for checkpoints."""
@@ -148,6 +152,7 @@ class MAGRPOTrainer(TrainerBase):
             node_mean_reward=float(np.mean(node.rewards)),
             node_mean_return=float(np.mean(node.returns)),
             node_env_step=node.env_step,
+            agent_reward_mean=node_agent_reward_mean(node, agent),
         )
 
     @property
@@ -163,7 +168,15 @@ class MAGRPOTrainer(TrainerBase):
         stats = self.workers.map(
             lambda i, arg: self._update_agent(i, *arg), list(zip(experience.samples, seeds))
         )
-        return self._metrics(experience.samples[0], stats)
+        metrics = self._metrics(experience.samples[0], stats)
+        metrics.update(
+            agent_reward_metrics(
+                (s.agent_idx, s.turn_idx, s.agent_reward_mean)
+                for per_agent in experience.samples
+                for s in per_agent
+            )
+        )
+        return metrics
 
     # ------------------------------------------------------------------ the update
     def _update_agent(self, agent: int, samples: list[NodeSample], seed: int) -> dict[str, float]:

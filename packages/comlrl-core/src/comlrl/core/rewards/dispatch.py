@@ -1,7 +1,8 @@
 """Calling a user reward function with the argument layout its signature asks for.
 
 A reward function scores joint actions. It receives one list of completion strings per agent and
-returns one reward per joint action. Its signature decides how the lists are handed over:
+returns one reward per joint action, shared or per agent (see :mod:`comlrl.core.rewards.shapes`).
+Its signature decides how the lists are handed over:
 
 =========================================  ==========================================
 signature (positional data parameters)     call made
@@ -40,6 +41,7 @@ __all__ = [
     "call_reward_function",
     "check_reward_signature",
     "describe_callable",
+    "invoke_reward_function",
     "non_finite_indices",
     "normalize_reward_lengths",
     "receives_nested_lists",
@@ -310,20 +312,37 @@ def call_reward_function(
 
     Anything the reward function raises propagates unchanged; it is called exactly once.
     """
+    result = invoke_reward_function(
+        reward_func,
+        agent_completions,
+        num_agents=num_agents,
+        prompts=prompts,
+        batch_items=batch_items,
+    )
+    return _coerce(result, describe_callable(reward_func))
+
+
+def invoke_reward_function(
+    reward_func: Callable,
+    agent_completions: list[list[str]],
+    *,
+    num_agents: int,
+    prompts: list[str] | None = None,
+    batch_items: list | None = None,
+) -> Any:
+    """Call ``reward_func`` once with the layout its signature asks for; return its result as
+    it came (no coercion), so callers can read per-agent rows. Exceptions propagate unchanged."""
     num_agents = _check_num_agents(num_agents)
     if len(agent_completions) != num_agents:
         raise ValueError(
             f"agent_completions holds {len(agent_completions)} per-agent lists but "
             f"num_agents={num_agents}."
         )
-    label = describe_callable(reward_func)
     plan = _plan_for(reward_func, num_agents)
     if not plan.readable:
-        result = reward_func(*agent_completions)
-    else:
-        args, kwargs = _arguments(plan, agent_completions, prompts, batch_items)
-        result = reward_func(*args, **kwargs)
-    return _coerce(result, label)
+        return reward_func(*agent_completions)
+    args, kwargs = _arguments(plan, agent_completions, prompts, batch_items)
+    return reward_func(*args, **kwargs)
 
 
 def check_reward_signature(reward_func: Callable, *, num_agents: int) -> None:

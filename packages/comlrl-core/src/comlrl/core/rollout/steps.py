@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from comlrl.core.distributed import item_seed
+from comlrl.core.rewards.shapes import RewardScores
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams
 from comlrl.core.rollout.tree import TreeSettings, build_trees
 
@@ -56,10 +57,20 @@ class RolloutSteps:
         self.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
         return out
 
-    def score(self, agent_completions, *, prompts, batch_items) -> list[float]:
-        """Joint rewards for a batch of joint actions (timed as ``timing/reward``)."""
+    def reward_scores(self, agent_completions, *, prompts, batch_items) -> RewardScores:
+        """Rewards for a batch of joint actions, shared or per agent (timed as
+        ``timing/reward``); the rollout tree stores them."""
         with self.timed("reward"):
-            return self.reward_caller(agent_completions, prompts=prompts, batch_items=batch_items)
+            return self.reward_caller.score(
+                agent_completions, prompts=prompts, batch_items=batch_items
+            )
+
+    def score(self, agent_completions, *, prompts, batch_items) -> list:
+        """Rewards for a batch of joint actions: one value per joint action, or one row of
+        per-agent values per joint action when the reward gives them."""
+        return self.reward_scores(
+            agent_completions, prompts=prompts, batch_items=batch_items
+        ).as_output()
 
     def rollout(
         self,
@@ -98,7 +109,7 @@ class RolloutSteps:
             settings,
             self.formatters,
             generate,
-            self.score,
+            self.reward_scores,
             self.external_transition,
             env_step_start=0,
             item_offset=offset or 0,

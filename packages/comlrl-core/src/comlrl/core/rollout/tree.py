@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from comlrl.core.rewards.shapes import RewardScores
 from comlrl.core.rollout.formatters import Formatter
 from comlrl.core.rollout.generation import PromptSamples
 
@@ -25,13 +26,20 @@ JOINT_MODE_ALIASES = {"align": "aligned", "crossed": "cross"}
 
 # generate_fn(prompts_per_agent) -> samples_per_agent, each list aligned with its prompts
 GenerateFn = Callable[[list[list[str]]], list[list[PromptSamples]]]
-# score_fn(agent_completions, prompts, batch_items) -> one reward per joint action
-ScoreFn = Callable[..., list[float]]
+# score_fn(agent_completions, prompts, batch_items) -> one reward per joint action, or
+# RewardScores (one shared value or one value per agent for each joint action)
+ScoreFn = Callable[..., "list[float] | RewardScores"]
 
 
 @dataclass
 class TreeNode:
-    """One (turn, branch) state of one item."""
+    """One (turn, branch) state of one item.
+
+    ``rewards[a]`` and ``returns[a]`` are joint action ``a``'s shared values (with per-agent
+    rewards: the mean over the agents). ``agent_rewards[a][i]`` is agent ``i``'s own reward when
+    the reward function gave per-agent values (empty otherwise), and ``agent_return_rows[a][i]``
+    agent ``i``'s own return, built from its own rewards at every turn.
+    """
 
     item_index: int
     item: dict
@@ -45,6 +53,8 @@ class TreeNode:
     rewards: list[float] = field(default_factory=list)
     children: list[TreeNode | None] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
+    agent_rewards: list[list[float]] = field(default_factory=list)
+    agent_return_rows: list[list[float]] = field(default_factory=list)
     env_step: int = 0
     terminated: bool = False
     branch: tuple[int, ...] = ()  # joint-action indices from the root to this node
@@ -52,6 +62,24 @@ class TreeNode:
     def completions(self, action: int) -> list[str]:
         """The N completion texts of joint action ``action``."""
         return [self.samples[i].texts[k] for i, k in enumerate(self.joint_actions[action])]
+
+    @property
+    def per_agent(self) -> bool:
+        """Whether this node's rewards are per agent (the reward gave each agent a value)."""
+        return bool(self.agent_rewards)
+
+    def reward_of(self, action: int, agent: int) -> float:
+        """Agent ``agent``'s reward for joint action ``action`` (the shared one if not per
+        agent)."""
+        if self.agent_rewards:
+            return self.agent_rewards[action][agent]
+        return self.rewards[action]
+
+    def return_of(self, action: int, agent: int) -> float:
+        """Agent ``agent``'s return for joint action ``action``."""
+        if self.agent_return_rows:
+            return self.agent_return_rows[action][agent]
+        return self.returns[action]
 
     def walk(self):
         """This node and its descendants, pre-order."""
@@ -164,11 +192,17 @@ def _score_level(level: list[TreeNode], score_fn: ScoreFn) -> None:
             prompts.append(node.raw_prompts[0])
             batch_items.append(node.item)
             owners.append(node)
-    rewards = score_fn(completions, prompts=prompts, batch_items=batch_items)
+    scores = score_fn(completions, prompts=prompts, batch_items=batch_items)
+    if isinstance(scores, RewardScores):
+        rewards = scores.shared
+        rows = scores.rows if scores.per_agent else None
+    else:
+        rewards, rows = scores, None
     pos = 0
     for node in level:
         count = len(node.joint_actions)
         node.rewards = [float(r) for r in rewards[pos : pos + count]]
+        node.agent_rewards = [] if rows is None else [list(r) for r in rows[pos : pos + count]]
         pos += count
 
 
@@ -237,21 +271,31 @@ def _check_transition_output(transition: Callable, ext: Any, n: int) -> list[str
 
 
 def _compute_returns(node: TreeNode, discount: float) -> list[float]:
-    returns = []
+    """Shared returns, and each agent's return from its own rewards (the same numbers when
+    rewards are shared): ``R = r + discount * mean(children's R)``."""
+    returns, rows = [], []
+    n = len(node.samples)
     for a, r in enumerate(node.rewards):
         child = node.children[a] if node.children else None
+        own = [node.reward_of(a, i) for i in range(n)]
         if child is not None:
             child_returns = _compute_returns(child, discount)
             r = r + discount * sum(child_returns) / len(child_returns)
+            for i in range(n):
+                later = [row[i] for row in child.agent_return_rows]
+                own[i] = own[i] + discount * sum(later) / len(later)
         returns.append(r)
+        rows.append(own)
     node.returns = returns
+    node.agent_return_rows = rows
     return returns
 
 
 def agent_returns(node: TreeNode, agent: int) -> list[float]:
     """Credit for each of ``agent``'s K completions at ``node``.
 
-    Aligned: the joint return of the action it belongs to. Cross: the mean joint return over
+    Aligned: the agent's return of the action it belongs to (the joint return when rewards are
+    shared, its own return when they are per agent). Cross: the mean of those returns over
     the actions that used that completion (the reference summed; the mean keeps the scale of a
     return when advantages are not normalized).
     """
@@ -259,6 +303,6 @@ def agent_returns(node: TreeNode, agent: int) -> list[float]:
     totals = [0.0] * k
     counts = [0] * k
     for a, action in enumerate(node.joint_actions):
-        totals[action[agent]] += node.returns[a]
+        totals[action[agent]] += node.return_of(a, agent)
         counts[action[agent]] += 1
     return [t / c if c else 0.0 for t, c in zip(totals, counts)]
