@@ -96,6 +96,10 @@ class RewardCaller:
         self.reward_range: tuple[float, float] | None = get_reward_range(reward_func)
         self.num_calls = 0
         self._mode = call_mode
+        if call_mode == "auto" and getattr(reward_func, "one_value_per_joint_action", False):
+            # The function declares its shape (e.g. WeightedRewards): nothing to probe, and a
+            # probe call would count twice in the function's own statistics.
+            self._mode = "batch"
         self._label = describe_callable(reward_func)
         self._processor_label = (
             describe_callable(reward_processor) if reward_processor is not None else None

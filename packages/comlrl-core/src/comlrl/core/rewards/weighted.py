@@ -67,6 +67,8 @@ class WeightedRewards:
         self._sums = [0.0] * len(funcs)
         self._count = 0
         self.__name__ = "+".join(self.names)
+        # Always one weighted value per joint action: callers need not probe the shape.
+        self.one_value_per_joint_action = True
 
     def bind(self, num_agents: int) -> None:
         """Build one validating caller per component for ``num_agents`` agents (checking each
