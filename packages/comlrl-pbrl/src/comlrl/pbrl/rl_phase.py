@@ -13,6 +13,9 @@ from comlrl.pbrl.reward_model import DataParallel, format_joint_text, score_text
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
+# Same name, another meaning: the iterative trainers' online iterations are not the RL
+# algorithm's passes per rollout.
+_NOT_SHARED = {"num_iterations"}
 
 
 def rl_config(args: Any, cls: type, num_agents: int) -> Any:
@@ -22,7 +25,7 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     values = {}
     for f in dataclasses.fields(args):
-        if f.name not in names:
+        if f.name not in names or f.name in _NOT_SHARED:
             continue
         value = getattr(args, f.name)
         if value is None and f.name not in _NONE_IS_A_SETTING:
