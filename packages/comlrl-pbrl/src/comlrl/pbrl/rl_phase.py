@@ -84,4 +84,7 @@ class RewardModelReward:
                 t.formatters[i](item) for i in range(1, len(agent_completions))
             ]
             texts.append(format_joint_text(actor_prompts, [c[j] for c in agent_completions]))
-        return score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+        scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+        if t.args.reward_model_onpolicy_check:
+            t.rm_check.observe(t, agent_completions, prompts, batch_items, scores)
+        return scores
