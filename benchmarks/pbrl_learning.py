@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import statistics
 import sys
@@ -91,23 +92,38 @@ AUDIT_RLHF_ITER = {
     "reward_num_train_epochs": 2,
 }
 
+K24 = {
+    **AUDIT_DPO,
+    "num_train_epochs": 2,
+    "preference_num_candidates": 24,
+    "preference_pairs_per_sample": 16,
+    "train_batch_size": 16,
+}
+
 # name -> (algorithm, section overrides)
 RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "untrained": ("magrpo", {}),  # built, never trained: the starting point
     "magrpo": ("magrpo", {}),
     "madpo_audit": ("madpo", dict(AUDIT_DPO)),
-    "madpo_k24": (
-        "madpo",
-        {
-            **AUDIT_DPO,
-            "num_train_epochs": 2,
-            "preference_num_candidates": 24,
-            "preference_pairs_per_sample": 16,
-            "train_batch_size": 16,
-        },
-    ),
+    "madpo_k24": ("madpo", dict(K24)),
+    "madpo_k24_e4": ("madpo", dict(K24, num_train_epochs=4)),
+    "madpo_k24_ref": ("madpo", dict(K24, reference_free=False)),
+    "madpo_k48": ("madpo", dict(K24, preference_num_candidates=48, preference_pairs_per_sample=32)),
     "madpo_iter_audit": ("madpo_iter", {**AUDIT_ITER, **HISTORY}),
     "madpo_iter_online": ("madpo_iter", dict(AUDIT_ITER, num_iterations=6, **ONLINE)),
+    # the same generation budget as the MAGRPO demo: 2 + 2 candidates per item and iteration
+    "madpo_iter_online_small": (
+        "madpo_iter",
+        dict(
+            AUDIT_ITER,
+            num_iterations=6,
+            preference_num_candidates=2,
+            comparator_num_candidates=2,
+            train_batch_size=8,
+            **ONLINE,
+        ),
+    ),
+    "madpo_iter_online3": ("madpo_iter", dict(AUDIT_ITER, num_iterations=3, **ONLINE)),
     "madpo_iter_online_ref": (
         "madpo_iter",
         dict(AUDIT_ITER, num_iterations=6, reference_free=False, **ONLINE),
@@ -121,6 +137,16 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "marlhf_stop": (
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True, rl_stop_accuracy=0.6),
+    ),
+    # more and more varied pairs for the reward model (as madpo_k24)
+    "marlhf_k24": (
+        "marlhf",
+        dict(
+            AUDIT_RLHF,
+            preference_num_candidates=24,
+            preference_pairs_per_sample=16,
+            reward_model_onpolicy_check=True,
+        ),
     ),
     "marlhf_iter_audit": ("marlhf_iter", dict(AUDIT_RLHF_ITER)),
 }
@@ -211,14 +237,17 @@ def run_one(name: str, seed: int) -> dict[str, Any]:
     run = _run_file(algorithm, section, seed)
     with tempfile.TemporaryDirectory(prefix="comlrl-pbrl-learning-") as run_dir:
         trainer = build_trainer(run, run_dir)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if name != "untrained":
             trainer.train()
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         metrics_file = os.path.join(run_dir, "metrics.jsonl")
         rows = read_metrics(metrics_file) if os.path.exists(metrics_file) else []
         summary: dict[str, Any] = {"run": name, "algorithm": algorithm, "seed": seed}
         summary["train_seconds"] = seconds
+        # CPU time is steadier than wall time on a shared machine
+        summary["train_cpu_seconds"] = cpu_seconds
         summary.update(posthoc_score(trainer))
     pairs = getattr(trainer, "preference_pairs", None) or getattr(trainer, "iteration_pairs", None)
     if pairs:
@@ -255,12 +284,13 @@ def table(results: list[dict[str, Any]]) -> str:
     """A markdown table: one row per run name, seeds side by side."""
     names = list(dict.fromkeys(r["run"] for r in results))
     seeds = sorted({r["seed"] for r in results})
-    head = ["run", *[f"post-hoc (seed {s})" for s in seeds], "train s (mean)", "pairs", "note"]
+    head = ["run", *[f"post-hoc (seed {s})" for s in seeds], "train s", "CPU s", "pairs", "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
         rows = {r["seed"]: r for r in results if r["run"] == name}
         scores = [f"{rows[s]['posthoc_reward']:.3f}" if s in rows else "—" for s in seeds]
         secs = statistics.mean(r["train_seconds"] for r in rows.values())
+        cpu = statistics.mean(r.get("train_cpu_seconds", math.nan) for r in rows.values())
         pairs = [r.get("pairs") for r in rows.values() if r.get("pairs") is not None]
         rm = [r.get("reward_model/heldout_accuracy") for r in rows.values()]
         note = ""
@@ -268,7 +298,9 @@ def table(results: list[dict[str, Any]]) -> str:
             note = "held-out RM acc " + " / ".join(f"{v:.2f}" for v in rm if v is not None)
         pair_text = f"{statistics.mean(pairs):.0f}" if pairs else "—"
         lines.append(
-            f"| {name} | " + " | ".join(scores) + f" | {secs:.0f} | {pair_text} | {note} |"
+            f"| {name} | "
+            + " | ".join(scores)
+            + f" | {secs:.0f} | {cpu:.0f} | {pair_text} | {note} |"
         )
     return "\n".join(lines)
 
@@ -279,6 +311,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--json", default=None, help="append each summary to this JSONL file")
     parser.add_argument("--list", action="store_true", help="list the run names and exit")
+    parser.add_argument("--table", default=None, help="print the table of a --json file and exit")
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: steady on a shared machine)"
     )
@@ -286,6 +319,10 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.table:
+        with open(args.table) as fh:
+            print(table([json.loads(line) for line in fh if line.strip()]))
+        return 0
     if args.list:
         for name, (algorithm, section) in RUNS.items():
             print(f"{name}: {algorithm} {json.dumps(section)}")
