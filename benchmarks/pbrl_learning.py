@@ -124,6 +124,15 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
     "madpo_iter_online3": ("madpo_iter", dict(AUDIT_ITER, num_iterations=3, **ONLINE)),
+    # as above, every item's candidates in one generate call per agent
+    "madpo_iter_online_rb": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=6, rollout_batch_size=16, **ONLINE),
+    ),
+    "madpo_iter_online_ref_rb": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=6, reference_free=False, rollout_batch_size=16, **ONLINE),
+    ),
     "madpo_iter_online_ref": (
         "madpo_iter",
         dict(AUDIT_ITER, num_iterations=6, reference_free=False, **ONLINE),
