@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import statistics
 import sys
@@ -291,7 +290,7 @@ def run_one(name: str, seed: int) -> dict[str, Any]:
 
 def table(results: list[dict[str, Any]]) -> str:
     """A markdown table: one row per run name, seeds side by side."""
-    names = list(dict.fromkeys(r["run"] for r in results))
+    names = sorted(dict.fromkeys(r["run"] for r in results), key=lambda n: list(RUNS).index(n))
     seeds = sorted({r["seed"] for r in results})
     head = ["run", *[f"post-hoc (seed {s})" for s in seeds], "train s", "CPU s", "pairs", "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -299,17 +298,19 @@ def table(results: list[dict[str, Any]]) -> str:
         rows = {r["seed"]: r for r in results if r["run"] == name}
         scores = [f"{rows[s]['posthoc_reward']:.3f}" if s in rows else "—" for s in seeds]
         secs = statistics.mean(r["train_seconds"] for r in rows.values())
-        cpu = statistics.mean(r.get("train_cpu_seconds", math.nan) for r in rows.values())
+        cpus = [r["train_cpu_seconds"] for r in rows.values() if "train_cpu_seconds" in r]
+        cpu = f"{statistics.mean(cpus):.0f}" if cpus else "—"
         pairs = [r.get("pairs") for r in rows.values() if r.get("pairs") is not None]
         rm = [r.get("reward_model/heldout_accuracy") for r in rows.values()]
         note = ""
         if any(v is not None for v in rm):
             note = "held-out RM acc " + " / ".join(f"{v:.2f}" for v in rm if v is not None)
+        checks = [r["onpolicy_accuracy_by_epoch"] for r in rows.values() if r.get("rl/stopped")]
+        if checks:
+            note += "; RL stopped after epoch " + " / ".join(str(len(c)) for c in checks)
         pair_text = f"{statistics.mean(pairs):.0f}" if pairs else "—"
         lines.append(
-            f"| {name} | "
-            + " | ".join(scores)
-            + f" | {secs:.0f} | {cpu:.0f} | {pair_text} | {note} |"
+            f"| {name} | " + " | ".join(scores) + f" | {secs:.0f} | {cpu} | {pair_text} | {note} |"
         )
     return "\n".join(lines)
 
