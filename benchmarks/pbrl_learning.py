@@ -105,8 +105,6 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "magrpo": ("magrpo", {}),
     "madpo_audit": ("madpo", dict(AUDIT_DPO)),
     "madpo_k24": ("madpo", dict(K24)),
-    "madpo_k24_e4": ("madpo", dict(K24, num_train_epochs=4)),
-    "madpo_k24_ref": ("madpo", dict(K24, reference_free=False)),
     "madpo_k48": ("madpo", dict(K24, preference_num_candidates=48, preference_pairs_per_sample=32)),
     "madpo_iter_audit": ("madpo_iter", {**AUDIT_ITER, **HISTORY}),
     "madpo_iter_online": ("madpo_iter", dict(AUDIT_ITER, num_iterations=6, **ONLINE)),
@@ -122,16 +120,6 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
             **ONLINE,
         ),
     ),
-    "madpo_iter_online3": ("madpo_iter", dict(AUDIT_ITER, num_iterations=3, **ONLINE)),
-    # as above, every item's candidates in one generate call per agent
-    "madpo_iter_online_rb": (
-        "madpo_iter",
-        dict(AUDIT_ITER, num_iterations=6, rollout_batch_size=16, **ONLINE),
-    ),
-    "madpo_iter_online_ref_rb": (
-        "madpo_iter",
-        dict(AUDIT_ITER, num_iterations=6, reference_free=False, rollout_batch_size=16, **ONLINE),
-    ),
     "madpo_iter_online_ref": (
         "madpo_iter",
         dict(AUDIT_ITER, num_iterations=6, reference_free=False, **ONLINE),
@@ -145,16 +133,6 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "marlhf_stop": (
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True, rl_stop_accuracy=0.6),
-    ),
-    # more and more varied pairs for the reward model (as madpo_k24)
-    "marlhf_k24": (
-        "marlhf",
-        dict(
-            AUDIT_RLHF,
-            preference_num_candidates=24,
-            preference_pairs_per_sample=16,
-            reward_model_onpolicy_check=True,
-        ),
     ),
     "marlhf_iter_audit": ("marlhf_iter", dict(AUDIT_RLHF_ITER)),
 }
