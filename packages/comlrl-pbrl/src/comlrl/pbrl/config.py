@@ -5,7 +5,8 @@ None (taken from the trainer and cross-checked), ``reward_model_device`` default
 first agent's device, never a hard-coded "cuda:0"), and MARLHF's ``advantage_mode`` defaults to
 None (derived from ``rl_algorithm``; an explicit, conflicting value raises instead of being
 overwritten). MARLHF also holds out the pairs of 20 % of the items from reward-model training
-(``reward_heldout_fraction``; 0 trains on every pair, as 1.4.3 did). Every field is validated in ``__post_init__``; errors name the field.
+(``reward_heldout_fraction``; 0 trains on every pair, as 1.4.3 did). Every field is validated
+in ``__post_init__``; errors name the field.
 """
 
 from __future__ import annotations
