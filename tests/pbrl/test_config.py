@@ -206,6 +206,18 @@ RLHF = dict(
         simple("reward_train_batch_size", pos_int, bad_pos_int),
         simple("reward_max_length", opt_pos_int, bad_pos_int),
         simple("reward_freeze_backbone", st.booleans(), bad_bool),
+        simple(
+            "reward_heldout_fraction",
+            st.floats(0, 0.99),
+            st.one_of(st.floats(-1, -0.01), st.floats(1, 3)),
+        ),
+        simple("reward_model_onpolicy_check", st.booleans(), bad_bool),
+        simple(
+            "rl_stop_accuracy",
+            st.one_of(st.none(), st.floats(0, 1)),
+            st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3)),
+            reward_model_onpolicy_check=True,
+        ),
         simple("critic_model_name", opt_str, bad_str),
         simple("critic_learning_rate", st.one_of(st.none(), pos_float), bad_pos_float),
         simple("critic_devices", devices, bad_devices),

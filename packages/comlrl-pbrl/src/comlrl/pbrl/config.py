@@ -4,7 +4,9 @@ Field names and defaults follow CoMLRL 1.4.3 with these exceptions: ``num_agents
 None (taken from the trainer and cross-checked), ``reward_model_device`` defaults to None (the
 first agent's device, never a hard-coded "cuda:0"), and MARLHF's ``advantage_mode`` defaults to
 None (derived from ``rl_algorithm``; an explicit, conflicting value raises instead of being
-overwritten). Every field is validated in ``__post_init__``; errors name the field.
+overwritten). MARLHF also holds out the pairs of 20 % of the items from reward-model training
+(``reward_heldout_fraction``; 0 trains on every pair, as 1.4.3 did). Every field is validated
+in ``__post_init__``; errors name the field.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from comlrl.core.config.fields import (
     Custom,
     Integer,
     Noted,
+    Number,
     Registered,
     Text,
     knob,
@@ -239,6 +242,25 @@ class MARLHFConfig(MADPOConfig):
     reward_freeze_backbone: bool = knob(
         False, help="Train only the reward model's linear head.", check=Boolean()
     )
+    reward_heldout_fraction: float = knob(
+        0.2,
+        help="Share of the items whose pairs are kept out of reward-model training; the "
+        "reward model is scored on them every epoch (`reward_model/heldout_accuracy`). 0: none.",
+        check=Number(0.0, 1.0, max_inclusive=False),
+    )
+    reward_model_onpolicy_check: bool = knob(
+        False,
+        help="Also score the RL phase's samples with the task reward: logs, per RL epoch, how "
+        "often the reward model orders two samples of an item as the task reward does "
+        "(`reward_model/onpolicy_accuracy`) and their task reward.",
+        check=Boolean(),
+    )
+    rl_stop_accuracy: float | None = knob(
+        None,
+        help="Stop the RL phase (MARLHFIter: that iteration's) after an RL epoch whose "
+        "on-policy reward-model accuracy is below this; needs `reward_model_onpolicy_check`.",
+        check=Number(0.0, 1.0, optional=True),
+    )
     critic_model_name: str | None = knob(
         None,
         help="The critics' model for an actor-critic `rl_algorithm`; None uses the agents' model.",
@@ -258,6 +280,11 @@ class MARLHFConfig(MADPOConfig):
 
     def _check_relations(self) -> None:
         super()._check_relations()
+        if self.rl_stop_accuracy is not None and not self.reward_model_onpolicy_check:
+            raise ValueError(
+                "rl_stop_accuracy needs reward_model_onpolicy_check=True (the stop reads the "
+                "on-policy accuracy that check measures); set it or drop rl_stop_accuracy."
+            )
         baseline = RL_ALGORITHMS[self.rl_algorithm]
         if baseline is None:
             if self.advantage_mode is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from typing import Any
 
 import torch
@@ -25,16 +24,13 @@ from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.reward_model import (
     JointRewardModel,
-    format_joint_text,
-    train_reward_model,
 )
 from comlrl.pbrl.rl_phase import (
     RewardModelReward,
-    TrainerDataParallel,
-    mean_joint_scores,
     resolve_rl_algorithm,
     rl_config,
 )
+from comlrl.pbrl.rm_checks import OnPolicyCheck, RewardModelTraining
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 
@@ -48,7 +44,7 @@ class RLHFInputs(PreferenceInputs):
     critics: Any = None
 
 
-class RLHFMixin:
+class RLHFMixin(RewardModelTraining):
     """Reward-model training and the RL phase, shared by MARLHF and MARLHFIter."""
 
     def _validate_rlhf_inputs(self, args, *, agent_model, agents, critic_model, critics) -> None:
@@ -106,6 +102,7 @@ class RLHFMixin:
         self.reward_model_trained = False
         self.reward_model_per_agent = False
         self.reward_model_metrics: dict[str, float] = {}
+        self.rm_check = OnPolicyCheck()
         self.rm_reward = RewardModelReward(self)
         self.rl_trainer = self._build_rl_trainer(metrics_callback, critics)
 
@@ -143,51 +140,6 @@ class RLHFMixin:
         trainer.verbose = False
         return trainer
 
-    # ------------------------------------------------------------------ reward model
-    def pair_texts(self, pairs) -> tuple[list[str], list[str]]:
-        """Joint winner and loser texts of ``pairs`` (the reward model's inputs)."""
-        winners = [format_joint_text(p.prompts, p.winner_completions, p.agent) for p in pairs]
-        losers = [format_joint_text(p.prompts, p.loser_completions, p.agent) for p in pairs]
-        return winners, losers
-
-    def fit_reward_model(self, pairs) -> dict[str, float]:
-        """Bradley-Terry training on ``pairs``; metrics are logged every epoch."""
-        a = self.args
-        winners, losers = self.pair_texts(pairs)
-        # Pairs ranked by each agent's own reward teach the model every agent's reward.
-        self.reward_model_per_agent = any(p.agent is not None for p in pairs)
-        clock = [time.perf_counter()]
-
-        def log(epoch_metrics: dict[str, float]) -> None:
-            # each epoch's record carries the reward model's training time as timing/update
-            now = time.perf_counter()
-            self.add_timing("update", now - clock[0])
-            clock[0] = now
-            self.log_record(epoch_metrics)
-
-        metrics = train_reward_model(
-            data_parallel=TrainerDataParallel(self),
-            model=self.reward_model,
-            tokenizer=self.reward_tokenizer,
-            optimizer=self.reward_optimizer,
-            winners=winners,
-            losers=losers,
-            epochs=a.reward_num_train_epochs,
-            batch_size=a.reward_train_batch_size,
-            max_length=a.reward_max_length,
-            rng=self.rm_rng,
-            log=log,
-        )
-        self.add_timing("update", time.perf_counter() - clock[0])
-        self.reward_model_trained = True
-        self.reward_model_metrics = metrics
-        return metrics
-
-    def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
-        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
-        (a reward model of per-agent rewards: the mean of the agents' scores)."""
-        return mean_joint_scores(self, prompts_per_actor, completions_per_actor)
-
     # ------------------------------------------------------------------ the RL phase
     def rl_units(self) -> list[tuple[str, int]]:
         """One unit per global rollout batch of the dataset, then the end-of-epoch drain. Under
@@ -208,6 +160,8 @@ class RLHFMixin:
         inner.env_step = self.env_step
         inner.epoch = self.epoch
         inner.generation_kwargs = self.generation_kwargs
+        if self.rl_stopped:
+            return
         try:
             if kind == "batch":
                 data = self.get_train_dataloader()
@@ -218,8 +172,15 @@ class RLHFMixin:
                 self._last_reward_mean = inner.latest_reward_mean
             else:
                 loop.finish_stage(inner, self.epoch)
+                if self.args.reward_model_onpolicy_check:
+                    self.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
         finally:
             self.env_step = inner.env_step
+
+    @property
+    def rl_stopped(self) -> bool:
+        """Whether ``rl_stop_accuracy`` ended this RL phase early."""
+        return self.rm_check.stopped
 
     # ------------------------------------------------------------------ resumable state
     def trainable_models(self) -> dict[str, Any]:
@@ -244,6 +205,7 @@ class RLHFMixin:
             "rm_rng": [rng[0], list(rng[1]), rng[2]],
             "rl": self.rl_trainer.state_dict(),
             "rl_env_step": self.rl_trainer.env_step,
+            "rm_check": self.rm_check.state_dict(),
         }
 
     def _load_rlhf_state(self, state: dict[str, Any]) -> None:
@@ -254,6 +216,8 @@ class RLHFMixin:
         self.rm_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         self.rl_trainer.load_state_dict(state["rl"])
         self.rl_trainer.env_step = int(state["rl_env_step"])
+        if "rm_check" in state:
+            self.rm_check.load_state_dict(state["rm_check"])
 
 
 class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
@@ -331,7 +295,7 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
         self.run_rl_unit(unit)
 
     def _unit_trains(self, unit) -> bool:
-        return unit[0] == "batch"
+        return unit[0] == "batch" and not self.rl_stopped
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

@@ -92,8 +92,14 @@ class RewardModelReward:
             texts.extend(format_joint_text(actor_prompts, joint, agent) for agent in owners)
         scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
         if not t.reward_model_per_agent:
-            return scores
-        return [scores[j * n : (j + 1) * n] for j in range(len(batch_items))]
+            result = scores
+        else:
+            result = [scores[j * n : (j + 1) * n] for j in range(len(batch_items))]
+        if t.args.reward_model_onpolicy_check:
+            # the check ranks joint responses: per-agent scores enter as their mean
+            shared = scores if not t.reward_model_per_agent else [sum(r) / n for r in result]
+            t.rm_check.observe(t, agent_completions, prompts, batch_items, shared)
+        return result
 
 
 def mean_joint_scores(trainer: Any, prompts_per_actor, completions_per_actor) -> list[float]:
