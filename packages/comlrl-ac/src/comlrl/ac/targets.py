@@ -66,25 +66,26 @@ def lambda_returns(
     return [a + float(v) for a, v in zip(advs, values)]
 
 
-def tree_gae(
+def gae_tails(
     deltas: Sequence[Sequence[float]],
     children: Sequence[Sequence[int | None]],
     discount: float,
     lam: float,
 ) -> list[list[float]]:
-    """GAE(λ) over a rollout tree given each joint action's TD error.
+    """What GAE(λ) adds to each joint action's TD error over a rollout tree.
 
     ``deltas[j][k]`` is the TD error of joint action ``k`` at node ``j``; ``children[j][k]``
     the index of the node it leads to, or None where the episode ends. Nodes are in pre-order
-    (every child after its parent). An action's continuation is the mean advantage over its
-    child's joint actions, so a chain (one action per node) is exactly
-    :func:`gae_advantages`, and a single turn leaves the TD errors as they are.
+    (every child after its parent). The tail is ``γλ`` times the mean advantage over the
+    child's joint actions, and 0.0 where the episode ends: the advantage is ``δ + tail`` and the
+    λ-return is the TD(0) target plus the tail, so single-turn numbers stay exactly TD(0)'s.
     """
     if len(children) != len(deltas):
         raise ValueError(
             f"children must have one entry per node: got {len(children)} for {len(deltas)} nodes."
         )
-    out = [[float(d) for d in row] for row in deltas]
+    advs = [[float(d) for d in row] for row in deltas]
+    tails = [[0.0] * len(row) for row in deltas]
     for j in range(len(deltas) - 1, -1, -1):
         if len(children[j]) != len(deltas[j]):
             raise ValueError(
@@ -98,11 +99,25 @@ def tree_gae(
                 raise ValueError(
                     f"children[{j}][{k}] must index a later node (pre-order), got {child}."
                 )
-            later = out[child]
-            out[j][k] = float(deltas[j][k]) + float(discount) * float(lam) * (
-                sum(later) / len(later)
-            )
-    return out
+            later = advs[child]
+            tails[j][k] = float(discount) * float(lam) * (sum(later) / len(later))
+            advs[j][k] = float(deltas[j][k]) + tails[j][k]
+    return tails
+
+
+def tree_gae(
+    deltas: Sequence[Sequence[float]],
+    children: Sequence[Sequence[int | None]],
+    discount: float,
+    lam: float,
+) -> list[list[float]]:
+    """GAE(λ) advantages over a rollout tree (arguments as in :func:`gae_tails`).
+
+    A chain (one joint action per node) gives exactly :func:`gae_advantages`; the K actions of
+    a single turn keep their TD errors.
+    """
+    tails = gae_tails(deltas, children, discount, lam)
+    return [[float(d) + t for d, t in zip(row, tail)] for row, tail in zip(deltas, tails)]
 
 
 def normalize_advantages(
