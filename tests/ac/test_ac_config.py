@@ -54,6 +54,10 @@ COMMON = {
     "critic_devices": (devices, st.just([])),
     "external_prompt_passthrough": (st.booleans(), bad_bool),
     "discount": (st.floats(0.0, 1.0), st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3))),
+    "gae_lambda": (
+        st.floats(0.0, 1.0),
+        st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3), st.just(float("nan"))),
+    ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),
     "eval_batch_size": (pos_int, bad_pos_int),

@@ -1,5 +1,5 @@
 """What IAC and MAAC share: construction order, episode collection (rollout → KL shaping →
-old values → TD targets), per-agent buffers and resumable state. The optimisation steps live in
+old values → TD targets → GAE(λ)), per-agent buffers and resumable state. The optimisation steps live in
 :mod:`comlrl.ac.steps`, metrics and evaluation in :mod:`comlrl.ac.reporting`, critic placement
 in :mod:`comlrl.ac.critics`.
 
@@ -21,7 +21,7 @@ from comlrl.ac.critics import CriticSetup
 from comlrl.ac.reporting import ActorCriticReporting
 from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
 from comlrl.ac.steps import OptimizationSteps
-from comlrl.ac.targets import td_target
+from comlrl.ac.targets import gae_tails, td_target
 from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
@@ -225,6 +225,8 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
                     s.value_target = td_target(s.shaped_reward, next_value, gamma)
                     s.advantage = s.value_target - s.old_value
                     s.metadata["value_target"] = s.value_target
+        if self.args.gae_lambda > 0.0:
+            self._apply_gae(nodes, index, samples)
         joint = self._joint_samples(nodes, index, samples, values, aux)
         episodes = []
         for root in roots:
@@ -239,6 +241,29 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
                 )
             )
         return episodes
+
+    def tree_children(self, nodes: list[TreeNode], index: dict) -> list[list[int | None]]:
+        """Per node and joint action, the index of the node it leads to (None at an end)."""
+        return [
+            [
+                None if (child := self._child(n, k)) is None else index[id(child)]
+                for k in range(len(n.joint_actions))
+            ]
+            for n in nodes
+        ]
+
+    def _apply_gae(self, nodes: list[TreeNode], index: dict, samples) -> None:
+        """Turn each agent's TD(0) advantages into GAE(λ) along its trajectory and its targets
+        into λ-returns (both get the same tail; see :func:`~comlrl.ac.targets.gae_tails`)."""
+        children = self.tree_children(nodes, index)
+        gamma, lam = self.args.discount, self.args.gae_lambda
+        for per_agent in samples:
+            deltas = [[s.advantage for s in per_node] for per_node in per_agent]
+            for per_node, tails in zip(per_agent, gae_tails(deltas, children, gamma, lam)):
+                for s, tail in zip(per_node, tails):
+                    s.advantage += tail
+                    s.value_target += tail
+                    s.metadata["value_target"] = s.value_target
 
     def _attach_reference_kl(self, samples: list[list[list[RolloutSample]]]) -> None:
         """KL to the frozen reference per sample, subtracted from the reward (shaping only)."""

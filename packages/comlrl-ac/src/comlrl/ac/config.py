@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import FallsBackTo, Integer, Noted
+from comlrl.core.config.fields import FallsBackTo, Integer, Noted, Number, knob
 from comlrl.core.config.knobs import (
     CRITIC_DEVICES,
     CRITIC_LEARNING_RATE,
@@ -47,6 +47,13 @@ class ActorCriticConfig(CommonConfig):
     value_loss_coef: float = VALUE_LOSS_COEF(0.6)
     value_clip_range: float | None = VALUE_CLIP_RANGE(0.2)
     critic_value_head_hidden_dim: int | None = CRITIC_VALUE_HEAD_HIDDEN_DIM(None)
+    gae_lambda: float = knob(
+        0.0,
+        help="λ of the GAE(λ) advantage along each agent's trajectory, A_t = Σ_l (γλ)^l δ_{t+l}; "
+        "the critic's target is the λ-return A_t + V(h_t). 0: the TD(0) error "
+        "r_t + γ·V(h_{t+1}) - V(h_t) (as in 1.4.3); 1: the Monte-Carlo return minus V(h_t).",
+        check=Number(0.0, 1.0),
+    )
 
     _family = "Actor-critic"
 

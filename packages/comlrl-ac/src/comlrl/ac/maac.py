@@ -5,9 +5,10 @@ separated by blank lines, and for a Q critic a ``[Joint Action]`` block followed
 ``[Agent i action]`` blocks with each completion. It is tokenized with agent 0's tokenizer and
 left-truncated to the critic's context (the value is read at the last token, which must stay).
 The critic is updated once per joint sample; each actor is updated from its own samples with the
-joint TD advantage. When the reward gives each agent its own value, the critic is asked for each
-agent's own value (a ``[Value of Agent i]`` block ends the joint text) and gets one joint sample
-per agent, so every actor's TD advantage is built from its own reward and value.
+joint advantage (TD(0), or GAE(λ) with ``gae_lambda`` > 0). When the reward gives each agent its
+own value, the critic is asked for each agent's own value (a ``[Value of Agent i]`` block ends the
+joint text) and gets one joint sample per agent, so every actor's advantage is built from its own
+reward and value.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from comlrl.ac.config import MAACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
 from comlrl.ac.steps import mean_or_nan
-from comlrl.ac.targets import explained_variance, spread_values, td_target
+from comlrl.ac.targets import explained_variance, gae_tails, spread_values, td_target
 from comlrl.ac.values import (
     last_token_values,
     load_value_models,
@@ -163,8 +164,9 @@ class MAACTrainer(ActorCriticTrainerBase):
 
     def _joint_samples(self, nodes, index, samples, values, aux) -> list[list[JointSample]]:
         """The critic's target uses the joint reward, shaped by the agents' mean reference KL
-        (each actor's own advantage is shaped by its own KL). With per-agent rewards there is
-        one joint sample per agent: its own value, target and shaped reward."""
+        (each actor's own advantage is shaped by its own KL); with ``gae_lambda`` > 0 it is the
+        λ-return of those joint rewards. With per-agent rewards there is one joint sample per
+        agent and action (agent-minor order): its own value, target and shaped reward."""
         gamma = self.args.discount
         coef = self.args.reference_kl_coef
         out = []
@@ -191,6 +193,16 @@ class MAACTrainer(ActorCriticTrainerBase):
                         )
                     )
             out.append(per_node)
+        if self.args.gae_lambda > 0.0:
+            children = self.tree_children(nodes, index)
+            width = len(aux)
+            for a in range(width):
+                # each agent's samples (every width-th, from a) form their own λ-return
+                deltas = [[s.target - s.old_value for s in per_node[a::width]] for per_node in out]
+                tails = gae_tails(deltas, children, gamma, self.args.gae_lambda)
+                for per_node, per_node_tails in zip(out, tails):
+                    for s, tail in zip(per_node[a::width], per_node_tails):
+                        s.target += tail
         return out
 
     @property

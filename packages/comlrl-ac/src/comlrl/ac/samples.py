@@ -20,8 +20,8 @@ class RolloutSample:
     holds the joint action's mean); ``returns`` the undiscounted reward-to-go
     after KL shaping (logged as ``expected_return``; ``discount`` enters only the TD target);
     ``old_value`` the critic's estimate at rollout; ``value_target`` the TD(0) target
-    ``r + γ·V(h')`` (``r`` at the last turn); ``advantage`` is ``value_target - old_value``
-    before normalization. Eval samples carry None in the critic fields.
+    ``r + γ·V(h')`` (``r`` at the last turn), or the λ-return with ``gae_lambda`` > 0;
+    ``advantage`` is ``value_target - old_value`` before normalization. Eval samples carry None in the critic fields.
     """
 
     agent_idx: int
@@ -60,7 +60,7 @@ class RolloutSample:
 @dataclass
 class JointSample:
     """One joint action as MAAC's centralized critic sees it: the joint text's token ids, the
-    critic's estimate at rollout and its TD(0) target."""
+    critic's estimate at rollout and its TD(0) target (the λ-return with ``gae_lambda`` > 0)."""
 
     turn_idx: int
     input_ids: list[int]

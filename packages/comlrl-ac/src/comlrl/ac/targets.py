@@ -1,8 +1,11 @@
-"""The actor-critic arithmetic: TD(0) targets, advantages, value losses and diagnostics.
+"""The actor-critic arithmetic: TD targets, GAE(λ) advantages, value losses and diagnostics.
 
-There is no GAE and no λ-return: at turn ``t`` of an episode the critic's target is
-``r_t + γ·V_old(h_{t+1})``, or ``r_t`` at the last turn (also after early termination), and the
-advantage is the TD error ``target - V_old(h_t)``. With a Q critic, ``Q_old`` replaces ``V_old``.
+At turn ``t`` of an episode the TD error is ``δ_t = r_t + γ·V_old(h_{t+1}) - V_old(h_t)``, with
+no bootstrap at the last turn (also after early termination). The advantage is GAE(λ),
+``A_t = Σ_l (γλ)^l δ_{t+l}`` along the trajectory, and the critic's target the λ-return
+``A_t + V_old(h_t)``. ``gae_lambda=0`` (the default) leaves the TD(0) advantage ``δ_t`` and
+target ``r_t + γ·V_old(h_{t+1})``; ``gae_lambda=1`` gives the discounted Monte-Carlo return
+minus ``V_old(h_t)``. With a Q critic, ``Q_old`` replaces ``V_old``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,91 @@ def reward_to_go(rewards: Sequence[float], discount: float) -> list[float]:
         running = float(rewards[t]) + float(discount) * running
         out[t] = running
     return out
+
+
+def gae_advantages(
+    rewards: Sequence[float], values: Sequence[float], discount: float, lam: float
+) -> list[float]:
+    """GAE(λ) along one trajectory that ends after its last step (no bootstrap there).
+
+    ``rewards[t]`` and ``values[t]`` are the step's reward and ``V_old(h_t)``; the result is
+    ``A_t = δ_t + γλ·A_{t+1}``, i.e. ``Σ_l (γλ)^l δ_{t+l}``.
+    """
+    if len(rewards) != len(values):
+        raise ValueError(
+            f"values must have one entry per reward: got {len(values)} values for "
+            f"{len(rewards)} rewards."
+        )
+    out = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        next_value = values[t + 1] if t + 1 < len(values) else None
+        delta = td_target(rewards[t], next_value, discount) - float(values[t])
+        running = delta + float(discount) * float(lam) * running
+        out[t] = running
+    return out
+
+
+def lambda_returns(
+    rewards: Sequence[float], values: Sequence[float], discount: float, lam: float
+) -> list[float]:
+    """The critic's λ-return targets ``A_t + V_old(h_t)`` along one trajectory."""
+    advs = gae_advantages(rewards, values, discount, lam)
+    return [a + float(v) for a, v in zip(advs, values)]
+
+
+def gae_tails(
+    deltas: Sequence[Sequence[float]],
+    children: Sequence[Sequence[int | None]],
+    discount: float,
+    lam: float,
+) -> list[list[float]]:
+    """What GAE(λ) adds to each joint action's TD error over a rollout tree.
+
+    ``deltas[j][k]`` is the TD error of joint action ``k`` at node ``j``; ``children[j][k]``
+    the index of the node it leads to, or None where the episode ends. Nodes are in pre-order
+    (every child after its parent). The tail is ``γλ`` times the mean advantage over the
+    child's joint actions, and 0.0 where the episode ends: the advantage is ``δ + tail`` and the
+    λ-return is the TD(0) target plus the tail, so single-turn numbers stay exactly TD(0)'s.
+    """
+    if len(children) != len(deltas):
+        raise ValueError(
+            f"children must have one entry per node: got {len(children)} for {len(deltas)} nodes."
+        )
+    advs = [[float(d) for d in row] for row in deltas]
+    tails = [[0.0] * len(row) for row in deltas]
+    for j in range(len(deltas) - 1, -1, -1):
+        if len(children[j]) != len(deltas[j]):
+            raise ValueError(
+                f"children[{j}] must have one entry per joint action ({len(deltas[j])}), "
+                f"got {len(children[j])}."
+            )
+        for k, child in enumerate(children[j]):
+            if child is None:
+                continue
+            if not j < child < len(deltas):
+                raise ValueError(
+                    f"children[{j}][{k}] must index a later node (pre-order), got {child}."
+                )
+            later = advs[child]
+            tails[j][k] = float(discount) * float(lam) * (sum(later) / len(later))
+            advs[j][k] = float(deltas[j][k]) + tails[j][k]
+    return tails
+
+
+def tree_gae(
+    deltas: Sequence[Sequence[float]],
+    children: Sequence[Sequence[int | None]],
+    discount: float,
+    lam: float,
+) -> list[list[float]]:
+    """GAE(λ) advantages over a rollout tree (arguments as in :func:`gae_tails`).
+
+    A chain (one joint action per node) gives exactly :func:`gae_advantages`; the K actions of
+    a single turn keep their TD errors.
+    """
+    tails = gae_tails(deltas, children, discount, lam)
+    return [[float(d) + t for d, t in zip(row, tail)] for row, tail in zip(deltas, tails)]
 
 
 def normalize_advantages(
