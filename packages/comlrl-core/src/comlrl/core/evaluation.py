@@ -8,10 +8,14 @@ rollouts through flags.
 from __future__ import annotations
 
 import random
+import sys
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
+
+from comlrl.core.logging.completions import tree_rows
 
 
 def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, float]:
@@ -29,17 +33,51 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
             return {}
         data = trainer.eval_dataset
         items = [data[i] for i in range(min(limit, len(data)))]
-        devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            state = random.getstate()
-            np_state = np.random.get_state()
-            try:
-                metrics = trainer.eval_metrics(items)
-            finally:
-                random.setstate(state)
-                np.random.set_state(np_state)
+        with forked_rng(trainer):
+            metrics = trainer.eval_metrics(items)
         trainer.log_metrics(metrics, reduce=False)
+        if getattr(a, "show_eval_sample", False):
+            show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
         return metrics
+
+
+@contextmanager
+def forked_rng(trainer: Any):
+    """No gradients, and every RNG (Python, NumPy, torch CPU and the agents' CUDA devices) as
+    it was afterwards."""
+    devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        state = random.getstate()
+        np_state = np.random.get_state()
+        try:
+            yield
+        finally:
+            random.setstate(state)
+            np.random.set_state(np_state)
+
+
+def first_path(root: Any) -> list:
+    """The nodes of ``root``'s first branch, turn by turn (the whole episode at K = 1)."""
+    nodes, node = [], root
+    while node is not None:
+        nodes.append(node)
+        node = node.children[0] if node.children else None
+    return nodes
+
+
+def show_sample(rows: list[dict] | None, step: int) -> None:
+    """Print one eval episode's rows above the progress bar (``show_eval_sample``)."""
+    if not rows:
+        return
+    from tqdm.auto import tqdm
+
+    lines = [f"eval sample at env step {step}:"]
+    for row in rows:
+        lines.append(f"  turn {row['turn']}: reward {row['reward']}")
+        for i, (prompt, text) in enumerate(zip(row["prompts"], row["completions"])):
+            lines.append(f"    agent {i} prompt: {prompt!r}")
+            lines.append(f"    agent {i} wrote:  {text!r}")
+    tqdm.write("\n".join(lines), file=sys.stdout)
 
 
 def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], list]:
@@ -56,12 +94,12 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
         roots = trainer.rollout(items[start : start + batch], 1, params, env_step_start=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
-            node = root
-            while node is not None:
+            for node in first_path(root):
                 rewards[start + j][node.turn] = node.rewards[0]
                 for i in range(n_agents):
                     completions[i][start + j].append(node.samples[i].texts[0])
-                node = node.children[0] if node.children else None
+    if roots_all:
+        trainer.last_eval_sample = tree_rows(first_path(roots_all[0]))
     metrics: dict[str, float] = {}
     for t in range(turns):
         vals = [r[t] for r in rewards if r[t] is not None]
