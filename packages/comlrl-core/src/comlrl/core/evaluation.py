@@ -119,3 +119,52 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
         extra.update(metrics)
         metrics = extra
     return metrics, roots_all
+
+
+def _strip(metrics: dict[str, float]) -> dict[str, float]:
+    return {k.removeprefix("eval/"): float(v) for k, v in metrics.items()}
+
+
+def evaluate_policy(
+    trainer: Any, items: list[dict], samples: int = 4, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Greedy and sampled evaluation of the trainer's agents over ``items`` (``comlrl eval``).
+
+    ``greedy``: one greedy episode per item. ``sampled``: ``samples`` episodes per item with
+    the config's sampling settings (episode ``k`` seeded with ``seed + k``), every metric
+    averaged over them, plus ``turn_t/best_of_k_reward``: the mean over items of the best
+    reward of the k episodes at that turn. Keys are the training eval keys without ``eval/``
+    (``turn_t/reward_mean``, ``turn_t/expected_return``, and the task's own, e.g. pass rates).
+    Nothing is logged, and every RNG is as it was afterwards.
+    """
+    from comlrl.core.loop import seed_everything
+
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}.")
+    args = trainer.args
+    greedy_before = args.eval_greedy
+    out: dict[str, dict[str, float]] = {}
+    with forked_rng(trainer):
+        try:
+            args.eval_greedy = True
+            seed_everything(seed)
+            out["greedy"] = _strip(evaluate_items(trainer, items)[0])
+            args.eval_greedy = False
+            runs, best = [], {}
+            for k in range(samples):
+                seed_everything(seed + k)
+                metrics, roots = evaluate_items(trainer, items)
+                runs.append(_strip(metrics))
+                for j, root in enumerate(roots):
+                    for node in first_path(root):
+                        key = (j, node.turn)
+                        best[key] = max(best.get(key, float("-inf")), float(node.rewards[0]))
+        finally:
+            args.eval_greedy = greedy_before
+    keys = list(dict.fromkeys(k for run in runs for k in run))
+    sampled = {k: float(np.mean([run[k] for run in runs if k in run])) for k in keys}
+    for turn in sorted({t for _, t in best}):
+        values = [v for (_, t), v in best.items() if t == turn]
+        sampled[f"turn_{turn + 1}/best_of_{samples}_reward"] = float(np.mean(values))
+    out["sampled"] = sampled
+    return out
