@@ -120,7 +120,7 @@ def plot_runs(
             drawn.append((title, keys))
         elif metrics:
             raise ValueError(
-                f"--metrics: {patterns[0]!r} matches no metric of these runs; they have: "
+                f"comlrl plot --metrics: {patterns[0]!r} matches no metric of these runs; they have: "
                 f"{', '.join(every_key[:20])}{', ...' if len(every_key) > 20 else ''}."
             )
     if not drawn:
@@ -142,6 +142,6 @@ def plot_runs(
         out = os.fspath(out)
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
-            raise FileNotFoundError(f"--out: the directory {parent} does not exist.")
+            raise FileNotFoundError(f"comlrl plot --out: the directory {parent} does not exist.")
         fig.savefig(out, format="png", dpi=100)
     return fig

@@ -28,12 +28,12 @@ def _is_run_dir(path: str) -> bool:
 def _check_agent_dir(path: str, argument: str) -> str:
     if not os.path.exists(path):
         raise FileNotFoundError(
-            f"{argument}: {path} does not exist; expected a run directory (with config.yaml) "
+            f"comlrl eval {argument}: {path} does not exist; expected a run directory (with config.yaml) "
             "or agent directories (each with a saved model's config.json)."
         )
     if not os.path.isfile(os.path.join(path, _MODEL_FILE)):
         raise ValueError(
-            f"{argument}: {path} is neither a run directory (no config.yaml) nor a saved agent "
+            f"comlrl eval {argument}: {path} is neither a run directory (no config.yaml) nor a saved agent "
             "(no config.json); pass a run dir of `comlrl train`, or dirs written by save_model."
         )
     return path
@@ -44,14 +44,14 @@ def run_agents(run_dir: str) -> list[str]:
     base = os.path.join(run_dir, "agents")
     if not os.path.isdir(base):
         raise FileNotFoundError(
-            f"RUN: {run_dir} has no agents/ directory (the run saved no final model, e.g. "
+            f"comlrl eval RUN: {run_dir} has no agents/ directory (the run saved no final model, e.g. "
             "output.save_final_model: false, or it has not finished); pass the agent "
             "directories with --agents DIR [DIR ...]."
         )
     names = [n for n in os.listdir(base) if n.startswith("agent_") and n[6:].isdigit()]
     dirs = [os.path.join(base, n) for n in sorted(names, key=lambda n: int(n[6:]))]
     if not dirs:
-        raise FileNotFoundError(f"RUN: {base} holds no agent_<i> directories.")
+        raise FileNotFoundError(f"comlrl eval RUN: {base} holds no agent_<i> directories.")
     return [_check_agent_dir(d, "RUN") for d in dirs]
 
 
@@ -63,7 +63,9 @@ def resolve_sources(paths: Sequence[str], agents: Sequence[str]) -> tuple[str | 
         run_dir = paths[0]
         paths = []
     elif any(_is_run_dir(p) for p in paths):
-        raise ValueError("RUN_OR_AGENTS: give one run directory, or agent directories, not both.")
+        raise ValueError(
+            "comlrl eval RUN_OR_AGENTS: give one run directory, or agent directories, not both."
+        )
     dirs = [_check_agent_dir(p, "RUN_OR_AGENTS") for p in paths]
     dirs += [_check_agent_dir(p, "--agents") for p in agents]
     if not dirs:
@@ -86,7 +88,7 @@ def eval_run_file(run: dict[str, Any], agents: list[str], split: str | None, lim
         dataset["eval_split"] = split
     if limit is not None:
         if limit < 1:
-            raise ValueError(f"--limit must be at least 1, got {limit}.")
+            raise ValueError(f"comlrl eval --limit must be at least 1, got {limit}.")
         dataset["eval_limit"] = limit
     run["dataset"] = dataset
     output = dict(run.get("output") or {})
@@ -103,7 +105,7 @@ def evaluate_run(
     from comlrl.core.launch import build_trainer
 
     if samples < 1:
-        raise ValueError(f"--samples must be at least 1, got {samples}.")
+        raise ValueError(f"comlrl eval --samples must be at least 1, got {samples}.")
     trainer = build_trainer(run, work_dir)
     data = trainer.eval_dataset
     if data is None or len(data) == 0:
@@ -157,7 +159,7 @@ def write_result(result: dict[str, Any], path: str) -> str:
     """Write ``result`` as JSON to ``path`` (atomically); returns the path."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise FileNotFoundError(f"--out: the directory {parent} does not exist.")
+        raise FileNotFoundError(f"comlrl eval --out: the directory {parent} does not exist.")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
