@@ -134,7 +134,12 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         help="override one field (repeatable; values are YAML)",
     )
     parser.add_argument(
-        "--override", dest="overrides", action="extend", nargs="+", metavar="KEY=VALUE"
+        "--override",
+        dest="overrides",
+        action="extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="one or more overrides after one flag (combines with --set)",
     )
     parser.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
     parser.add_argument("--task", help="registered task (see `comlrl list`)")
