@@ -228,9 +228,10 @@ def test_madpo_ranks_share_the_pairs_of_both_shards_and_match_one_process(launch
     records = read_metrics(out / "madpo" / "metrics.jsonl")
     assert sum("dpo/loss" in r for r in records) == len(r0["madpo"]["steps"]) // 2
     assert (out / "madpo_ckpt" / "latest").exists()
-    # rank 0 evaluated alone (every second update) while rank 1 went on to the next update
+    # rank 0 evaluated alone (every second update, and once after the last) while rank 1 went
+    # on to the next update
     evals = [r for r in records if "eval/turn_1/reward_mean" in r]
-    assert len(evals) == (len(r0["madpo"]["steps"]) // 2 + 1) // 2
+    assert len(evals) == (len(r0["madpo"]["steps"]) // 2 + 1) // 2 + 1
 
 
 # ---------------------------------------------------------------------- FSDP2 (fsdp2.yaml)
