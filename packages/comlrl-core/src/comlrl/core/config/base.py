@@ -118,7 +118,7 @@ class CommonConfig:
     eval_interval: int = knob(
         16,
         help="Evaluate before every training item (preference family: update) whose index is a "
-        "multiple of this; 0 never evaluates.",
+        "multiple of this; 0 never evaluates during training (see `eval_at_end`).",
         check=Integer(0),
     )
     eval_num_samples: int = knob(
