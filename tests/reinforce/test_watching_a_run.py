@@ -1,6 +1,7 @@
 """Watching a MAGRPO run: sampled completions in completions.jsonl (resumable, W&B table),
 one eval sample on the console, and a final evaluation after the last update."""
 
+import importlib.machinery
 import json
 import sys
 import types
@@ -125,11 +126,12 @@ def test_wandb_gets_a_completions_table(tmp_path, monkeypatch):
         def __init__(self, columns, data):
             self.columns, self.data = columns, data
 
+    trainer = make_trainer(tmp_path, log_completions=2)  # models load before W&B is faked
     fake = types.ModuleType("wandb")
+    fake.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
     fake.init = lambda **kwargs: run
     fake.Table = Table
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    trainer = make_trainer(tmp_path, log_completions=2)
     trainer.wandb_config = {"project": "p"}
     trainer.train()
     tables = [(d["completions"], step) for d, step in run.logged if "completions" in d]

@@ -179,8 +179,7 @@ def log_wandb_table(sink: Any, rows: Sequence[dict[str, Any]], step: int) -> Non
     """Log ``rows`` as a ``wandb.Table`` under ``completions`` at ``step`` (``sink`` is the
     logger's :class:`~comlrl.core.logging.wandb_sink.WandbSink`)."""
     columns, data = table_columns(rows)
-    table = sink._wandb.Table(columns=columns, data=data)
-    sink.run.log({"completions": table}, step=int(step))
+    sink.log_table("completions", columns, data, step)
 
 
 class CompletionReporting:
