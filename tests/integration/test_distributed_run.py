@@ -302,7 +302,8 @@ def test_madpo_iter_ranks_select_and_train_on_the_same_pairs(launch):
         "preference_replay/iteration_0002.jsonl",
     ]
     drift = [f for f in files if f.startswith("reward_distributions/")]
-    assert len(drift) == 4 and all("iteration_000" in f for f in drift)
+    assert len(drift) == 6 and all("iteration_000" in f for f in drift)  # json, svg, png
+    assert sorted({f.rsplit(".", 1)[1] for f in drift}) == ["json", "png", "svg"]
     assert not any("tmp" in f or "staging" in f for f in files)
     records = read_metrics(out / "madpo_iter" / "metrics.jsonl")
     assert [r["iter/current_iteration"] for r in records if "iter/current_iteration" in r] == [
