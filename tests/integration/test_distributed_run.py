@@ -228,9 +228,10 @@ def test_madpo_ranks_share_the_pairs_of_both_shards_and_match_one_process(launch
     records = read_metrics(out / "madpo" / "metrics.jsonl")
     assert sum("dpo/loss" in r for r in records) == len(r0["madpo"]["steps"]) // 2
     assert (out / "madpo_ckpt" / "latest").exists()
-    # rank 0 evaluated alone (every second update) while rank 1 went on to the next update
+    # rank 0 evaluated alone (every second update, and once after the last) while rank 1 went
+    # on to the next update
     evals = [r for r in records if "eval/turn_1/reward_mean" in r]
-    assert len(evals) == (len(r0["madpo"]["steps"]) // 2 + 1) // 2
+    assert len(evals) == (len(r0["madpo"]["steps"]) // 2 + 1) // 2 + 1
 
 
 # ---------------------------------------------------------------------- FSDP2 (fsdp2.yaml)
@@ -301,7 +302,8 @@ def test_madpo_iter_ranks_select_and_train_on_the_same_pairs(launch):
         "preference_replay/iteration_0002.jsonl",
     ]
     drift = [f for f in files if f.startswith("reward_distributions/")]
-    assert len(drift) == 4 and all("iteration_000" in f for f in drift)
+    assert len(drift) == 6 and all("iteration_000" in f for f in drift)  # json, svg, png
+    assert sorted({f.rsplit(".", 1)[1] for f in drift}) == ["json", "png", "svg"]
     assert not any("tmp" in f or "staging" in f for f in files)
     records = read_metrics(out / "madpo_iter" / "metrics.jsonl")
     assert [r["iter/current_iteration"] for r in records if "iter/current_iteration" in r] == [

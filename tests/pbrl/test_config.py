@@ -96,6 +96,13 @@ COMMON = dict(
         ),
         simple("nonfinite_loss", st.sampled_from(["raise", "skip"]), st.just("zero")),
         simple("eval_greedy", st.booleans(), bad_bool),
+        simple("eval_at_end", st.booleans(), bad_bool),
+        simple("show_eval_sample", st.booleans(), bad_bool),
+        simple(
+            "log_completions",
+            nonneg_int,
+            st.one_of(st.integers(-1000, -1), st.floats(0.5, 10), st.text(max_size=3), st.none()),
+        ),
         simple(
             "report_to",
             st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),

@@ -73,6 +73,8 @@ def _check_drift_files(run):
         assert sum(cand["comparator"]["counts"]) == cand["comparator"]["sample_count"] == 6
         root = ET.parse(run / "reward_distributions" / f"iteration_{it:04d}.svg").getroot()
         assert root.tag.endswith("svg") and len(list(root.iter())) > 20
+        png = run / "reward_distributions" / f"iteration_{it:04d}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(

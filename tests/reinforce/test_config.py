@@ -95,6 +95,12 @@ FIELDS = {
     "reward_call_mode": (st.sampled_from(["auto", "batch", "per_sample"]), st.just("parallel")),
     "nonfinite_loss": (st.sampled_from(["raise", "skip"]), st.just("zero")),
     "eval_greedy": (st.booleans(), bad_bool),
+    "eval_at_end": (st.booleans(), bad_bool),
+    "show_eval_sample": (st.booleans(), bad_bool),
+    "log_completions": (
+        nonneg_int,
+        st.one_of(st.integers(-1000, -1), st.floats(0.5, 10), st.text(max_size=3), st.none()),
+    ),
     "distributed_mode": (
         st.sampled_from(["auto", "single", "ddp", " DDP ", "fsdp", "FSDP"]),
         st.sampled_from(["deepspeed", "zero3", "", None, 2]),

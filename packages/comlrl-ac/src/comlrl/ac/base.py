@@ -25,6 +25,7 @@ from comlrl.ac.targets import gae_tails, td_target
 from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
+from comlrl.core.logging.completions import sample_rows
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.optim import build_adamw
@@ -145,10 +146,12 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
         """Roll out the unit's items; one record per item (episode), with its samples' old
         values, TD targets and advantages, and the ``metrics_callback`` metrics."""
         roots, _ = self.rollout_unit(unit)
+        episodes = self._collect(roots)
+        self.offer_completions(lambda: [r for e in episodes for r in sample_rows(e.samples)])
         return Batch(
             [
                 Record(e.samples, e.env_step, joint=e.joint, metrics=self._episode_metrics(e))
-                for e in self._collect(roots)
+                for e in episodes
             ]
         )
 

@@ -1,4 +1,4 @@
-"""The ``comlrl`` command: train, list.
+"""The ``comlrl`` command: train, eval, plot, list.
 
 A user error (a bad setting, a missing file, a run directory that is taken, a checkpoint that
 does not fit) prints one line, ``comlrl: error: ...``, and exits with status 2; ``--debug``
@@ -31,6 +31,9 @@ _EPILOG = """examples:
   comlrl train --algo marloo --task length_ratio
   comlrl train --resume                         # continue the newest run from its checkpoint
   comlrl train --resume runs/my-run --set magrpo.num_train_epochs=10
+  comlrl eval runs/my-run --samples 4           # greedy and sampled eval of the saved agents
+  comlrl eval --agents dir0 dir1 --task length_ratio --out eval.json
+  comlrl plot runs/a runs/b --out curves.png     # reward, loss, KL and timing curves
   comlrl list
 
 errors: a bad setting or file prints one line and exits with status 2 (--debug shows the
@@ -111,10 +114,90 @@ def _parser() -> argparse.ArgumentParser:
         help="continue a checkpointed run: a run dir, a checkpoint dir, or 'latest' (the run "
         "named by output.run_name, else the newest run with a checkpoint); the default",
     )
+    _eval_parser(sub)
+    _plot_parser(sub)
     _debug_flag(
         sub.add_parser("list", help="list installed algorithms and tasks"), argparse.SUPPRESS
     )
     return parser
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """--config/--set/--override/--algo/--task, as ``train`` reads them."""
+    parser.add_argument("--config", metavar="FILE.yaml", help="run file (task-repo YAML schema)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one field (repeatable; values are YAML)",
+    )
+    parser.add_argument(
+        "--override",
+        dest="overrides",
+        action="extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="one or more overrides after one flag (combines with --set)",
+    )
+    parser.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
+    parser.add_argument("--task", help="registered task (see `comlrl list`)")
+
+
+def _eval_parser(sub) -> None:
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate saved agents on the task's eval split (greedy and sampled)",
+        description="Evaluate saved agents: a run dir of `comlrl train` (its agents/ and "
+        "config.yaml), or agent dirs with --agents (settings from --config/--task/--set over "
+        "the train defaults). Prints mean reward per turn (and the task's pass rates where it "
+        "has them), greedy and over K sampled episodes, and writes eval.json.",
+    )
+    ev.add_argument(
+        "paths",
+        nargs="*",
+        metavar="RUN_OR_AGENTS",
+        help="a run directory, or agent directories in agent order",
+    )
+    ev.add_argument("--agents", nargs="+", default=[], metavar="DIR", help="agent directories")
+    ev.add_argument(
+        "--samples", type=int, default=4, metavar="K", help="sampled episodes per item (4)"
+    )
+    ev.add_argument("--split", help="eval split of the task's dataset (default: the run's)")
+    ev.add_argument("--limit", type=int, metavar="N", help="evaluate the first N eval items")
+    ev.add_argument("--seed", type=int, help="seed of the sampled episodes (default: the run's)")
+    ev.add_argument(
+        "--out",
+        metavar="FILE.json",
+        help="where to write the result (default: <run dir>/eval.json, else ./eval.json)",
+    )
+    _run_options(ev)
+    _debug_flag(ev, argparse.SUPPRESS)
+
+
+def _plot_parser(sub) -> None:
+    pl = sub.add_parser(
+        "plot",
+        help="plot the curves of one or more runs to a PNG (needs comlrl-core[plot])",
+        description="Plot metrics.jsonl curves of one or more runs, overlaid: reward per turn, "
+        "loss per agent, KL and timings by default. Needs matplotlib: "
+        "pip install 'comlrl-core[plot]'.",
+    )
+    pl.add_argument("runs", nargs="+", metavar="RUN", help="run directories (or metrics.jsonl)")
+    pl.add_argument(
+        "--out",
+        metavar="FILE.png",
+        help="the PNG to write (default: <first run>/curves.png)",
+    )
+    pl.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="KEY",
+        help="metric keys or glob patterns, one panel each (e.g. 'turn_*/reward_mean' "
+        "'agent_*/loss'); default: reward, loss, KL and timing panels",
+    )
+    _debug_flag(pl, argparse.SUPPRESS)
 
 
 def _compose_run(base: dict, args: argparse.Namespace) -> dict:
@@ -191,6 +274,36 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from comlrl.core.commands import eval as evaluation
+
+    run_dir, agents = evaluation.resolve_sources(args.paths, args.agents)
+    base = evaluation.saved_run(run_dir) if run_dir is not None else DEFAULT_RUN
+    run = _compose_run(base, args)
+    run = evaluation.eval_run_file(run, agents, args.split, args.limit)
+    seed = args.seed if args.seed is not None else int(run.get("seed") or 0)
+    with tempfile.TemporaryDirectory(prefix="comlrl-eval-") as work:
+        result = evaluation.evaluate_run(
+            run, agents, samples=args.samples, seed=seed, work_dir=work
+        )
+    out = args.out or os.path.join(run_dir or ".", evaluation.EVAL_FILE)
+    evaluation.write_result(result, out)
+    print(evaluation.format_table(result))
+    print(f"written to {out}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from comlrl.core.plotting import default_output, plot_runs
+
+    out = args.out or default_output(args.runs)
+    plot_runs(args.runs, out=out, metrics=args.metrics)
+    print(f"written to {out}")
+    return 0
+
+
 def _warn(text: str) -> None:
     if os.environ.get("RANK", "0") in ("", "0"):
         print(f"comlrl: {text}", file=sys.stderr)
@@ -229,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return _train(args)
+        if args.command == "eval":
+            return _eval(args)
+        if args.command == "plot":
+            return _plot(args)
         if args.command == "list":
             return _list()
     except USER_ERRORS as exc:

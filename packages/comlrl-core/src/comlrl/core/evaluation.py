@@ -8,11 +8,14 @@ rollouts through flags.
 from __future__ import annotations
 
 import random
+import sys
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 
+from comlrl.core.logging.completions import tree_rows
 from comlrl.core.rewards.report import agent_reward_metrics
 
 
@@ -31,17 +34,51 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
             return {}
         data = trainer.eval_dataset
         items = [data[i] for i in range(min(limit, len(data)))]
-        devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            state = random.getstate()
-            np_state = np.random.get_state()
-            try:
-                metrics = trainer.eval_metrics(items)
-            finally:
-                random.setstate(state)
-                np.random.set_state(np_state)
+        with forked_rng(trainer):
+            metrics = trainer.eval_metrics(items)
         trainer.log_metrics(metrics, reduce=False)
+        if getattr(a, "show_eval_sample", False):
+            show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
         return metrics
+
+
+@contextmanager
+def forked_rng(trainer: Any):
+    """No gradients, and every RNG (Python, NumPy, torch CPU and the agents' CUDA devices) as
+    it was afterwards."""
+    devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        state = random.getstate()
+        np_state = np.random.get_state()
+        try:
+            yield
+        finally:
+            random.setstate(state)
+            np.random.set_state(np_state)
+
+
+def first_path(root: Any) -> list:
+    """The nodes of ``root``'s first branch, turn by turn (the whole episode at K = 1)."""
+    nodes, node = [], root
+    while node is not None:
+        nodes.append(node)
+        node = node.children[0] if node.children else None
+    return nodes
+
+
+def show_sample(rows: list[dict] | None, step: int) -> None:
+    """Print one eval episode's rows above the progress bar (``show_eval_sample``)."""
+    if not rows:
+        return
+    from tqdm.auto import tqdm
+
+    lines = [f"eval sample at env step {step}:"]
+    for row in rows:
+        lines.append(f"  turn {row['turn']}: reward {row['reward']}")
+        for i, (prompt, text) in enumerate(zip(row["prompts"], row["completions"])):
+            lines.append(f"    agent {i} prompt: {prompt!r}")
+            lines.append(f"    agent {i} wrote:  {text!r}")
+    tqdm.write("\n".join(lines), file=sys.stdout)
 
 
 def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], list]:
@@ -61,8 +98,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
         roots = trainer.rollout(items[start : start + batch], 1, params, env_step_start=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
-            node = root
-            while node is not None:
+            for node in first_path(root):
                 rewards[start + j][node.turn] = node.rewards[0]
                 if node.per_agent:
                     own_rewards.extend(
@@ -70,7 +106,8 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
                     )
                 for i in range(n_agents):
                     completions[i][start + j].append(node.samples[i].texts[0])
-                node = node.children[0] if node.children else None
+    if roots_all:
+        trainer.last_eval_sample = tree_rows(first_path(roots_all[0]))
     metrics: dict[str, float] = {}
     for t in range(turns):
         vals = [r[t] for r in rewards if r[t] is not None]
@@ -91,3 +128,52 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
         extra.update(metrics)
         metrics = extra
     return metrics, roots_all
+
+
+def _strip(metrics: dict[str, float]) -> dict[str, float]:
+    return {k.removeprefix("eval/"): float(v) for k, v in metrics.items()}
+
+
+def evaluate_policy(
+    trainer: Any, items: list[dict], samples: int = 4, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Greedy and sampled evaluation of the trainer's agents over ``items`` (``comlrl eval``).
+
+    ``greedy``: one greedy episode per item. ``sampled``: ``samples`` episodes per item with
+    the config's sampling settings (episode ``k`` seeded with ``seed + k``), every metric
+    averaged over them, plus ``turn_t/best_of_k_reward``: the mean over items of the best
+    reward of the k episodes at that turn. Keys are the training eval keys without ``eval/``
+    (``turn_t/reward_mean``, ``turn_t/expected_return``, and the task's own, e.g. pass rates).
+    Nothing is logged, and every RNG is as it was afterwards.
+    """
+    from comlrl.core.loop import seed_everything
+
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}.")
+    args = trainer.args
+    greedy_before = args.eval_greedy
+    out: dict[str, dict[str, float]] = {}
+    with forked_rng(trainer):
+        try:
+            args.eval_greedy = True
+            seed_everything(seed)
+            out["greedy"] = _strip(evaluate_items(trainer, items)[0])
+            args.eval_greedy = False
+            runs, best = [], {}
+            for k in range(samples):
+                seed_everything(seed + k)
+                metrics, roots = evaluate_items(trainer, items)
+                runs.append(_strip(metrics))
+                for j, root in enumerate(roots):
+                    for node in first_path(root):
+                        key = (j, node.turn)
+                        best[key] = max(best.get(key, float("-inf")), float(node.rewards[0]))
+        finally:
+            args.eval_greedy = greedy_before
+    keys = list(dict.fromkeys(k for run in runs for k in run))
+    sampled = {k: float(np.mean([run[k] for run in runs if k in run])) for k in keys}
+    for turn in sorted({t for _, t in best}):
+        values = [v for (_, t), v in best.items() if t == turn]
+        sampled[f"turn_{turn + 1}/best_of_{samples}_reward"] = float(np.mean(values))
+    out["sampled"] = sampled
+    return out

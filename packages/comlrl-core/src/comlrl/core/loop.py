@@ -3,8 +3,9 @@
 A run is a sequence of *stages* (epochs by default), each a sequence of *units* (by default a
 batch of dataset items, sharded over ranks). Per unit the loop asks the family to ``collect``
 experience (rollouts, rewards, returns, advantages; no gradients), feeds it to the rollout
-buffer, and calls ``update`` whenever the buffer is full. Around that it owns the eval cadence,
-progress bars, SIGINT/SIGTERM stops and the checkpoint session.
+buffer, and calls ``update`` whenever the buffer is full. Around that it owns the eval cadence
+(and a final evaluation after the last update), progress bars, SIGINT/SIGTERM stops and the
+checkpoint session.
 
 The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` for defaults):
 
@@ -181,6 +182,7 @@ class TrainingLoop:
                     pos = start_pos if stage == start_stage else 0
                     if not self._run_stage(stage, pos):
                         return
+                self._final_evaluation()
         except BaseException:
             logger.close(finish_wandb=False)
             raise
@@ -233,6 +235,16 @@ class TrainingLoop:
         t.cursor = (stage + 1, 0)
         session.after_epoch(last=stage + 1 == t.num_stages())
         return True
+
+    def _final_evaluation(self) -> None:
+        """Evaluate the finished run once more, after its last update (``eval_at_end``); the
+        eval cadence alone evaluates only before units, never after the last one."""
+        t = self.trainer
+        a = t.args
+        if not getattr(a, "eval_at_end", False) or t.eval_dataset is None:
+            return
+        if getattr(a, "eval_num_samples", 0) > 0 and t.is_main_process:
+            t.evaluate()
 
     def _warn_dropped_items(self) -> None:
         t = self.trainer

@@ -15,9 +15,10 @@ from typing import Any
 
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
+from comlrl.core.logging.completions import CompletionReporting
 
 
-class Reporting:
+class Reporting(CompletionReporting):
     """Logging for every family: one cadence, one logger, one progress bar."""
 
     # Config fields summarised in the W&B run config, where the config has them (a family
@@ -112,6 +113,7 @@ class Reporting:
         if metrics is None or not self.log_due(step):
             return False
         self.log_record(metrics, step)
+        self.write_completions(step)
         return True
 
     def _reduce_metrics(self, metrics: dict[str, Any]) -> dict[str, float]:

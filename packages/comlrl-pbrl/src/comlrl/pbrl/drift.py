@@ -3,15 +3,19 @@
 Per iteration it histograms the raw task rewards of the target (current policy) and comparator
 candidates over the reward function's declared ``reward_range`` (16 equal bins; values outside
 the range fall into the edge bins), both for every scored candidate ("candidate") and for the
-pairs finally trained on ("selected"). Each iteration writes ``iteration_NNNN.json`` and an SVG
-plot ``iteration_NNNN.svg``; scalar summaries go to the metric logger, and when W&B is active
-small inline SVG histograms go there too.
+pairs finally trained on ("selected"). Each iteration writes ``iteration_NNNN.json``, an SVG
+plot ``iteration_NNNN.svg`` and, when matplotlib is installed (``comlrl-core[plot]``), the same
+plot as ``iteration_NNNN.png`` (without matplotlib a warning says once that PNGs are skipped);
+scalar summaries go to the metric logger, and when W&B is active small inline SVG histograms go
+there too.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
@@ -177,8 +181,64 @@ def render_svg(record: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def write_iteration(directory: str, record: dict[str, Any]) -> tuple[str, str]:
-    """Write ``iteration_NNNN.json`` and ``iteration_NNNN.svg``; returns both paths."""
+def render_png(record: dict[str, Any], path: str) -> str:
+    """The iteration's plot (:func:`drift_figure`) written atomically to ``path`` as a PNG."""
+    tmp = path + ".tmp"
+    drift_figure(record).savefig(tmp, format="png", dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+def drift_figure(record: dict[str, Any]) -> Any:
+    """The iteration's plot as a matplotlib ``Figure`` (needs matplotlib): candidate and
+    selected histograms side by side, target and comparator bars in each."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.2), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=False)
+    centers = record["bin_centers"]
+    width = (record["reward_max"] - record["reward_min"]) / record["num_bins"] / len(SERIES)
+    for ax, section in zip(axes, ("candidate", "selected")):
+        for s_idx, name in enumerate(SERIES):
+            offset = (s_idx - (len(SERIES) - 1) / 2) * width
+            ax.bar(
+                [c + offset for c in centers],
+                record[section][name]["counts"],
+                width=width * 0.9,
+                color=COLORS[name],
+                alpha=0.85,
+                label=name,
+            )
+        ax.set_title("all candidates" if section == "candidate" else "selected pairs")
+        ax.set_xlim(record["reward_min"], record["reward_max"])
+        ax.set_xlabel("raw reward")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel("count")
+    fig.suptitle(f"Reward distribution, iteration {int(record['iteration'])}")
+    return fig
+
+
+_warned_no_png = False
+
+
+def png_available() -> bool:
+    """Whether matplotlib is installed, so PNG plots can be written (warns once when not)."""
+    global _warned_no_png
+    if importlib.util.find_spec("matplotlib") is not None:
+        return True
+    if not _warned_no_png:
+        _warned_no_png = True
+        warnings.warn(
+            "log_reward_distribution: matplotlib is not installed, so the drift logger writes "
+            "JSON and SVG but no PNG; install it with `pip install 'comlrl-core[plot]'`.",
+            stacklevel=3,
+        )
+    return False
+
+
+def write_iteration(directory: str, record: dict[str, Any]) -> tuple[str, ...]:
+    """Write ``iteration_NNNN.json``, ``iteration_NNNN.svg`` and (with matplotlib)
+    ``iteration_NNNN.png``; returns the paths written."""
     os.makedirs(directory, exist_ok=True)
     stem = os.path.join(directory, f"iteration_{int(record['iteration']):04d}")
     for suffix, text in ((".json", json.dumps(record, indent=1)), (".svg", render_svg(record))):
@@ -186,7 +246,10 @@ def write_iteration(directory: str, record: dict[str, Any]) -> tuple[str, str]:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, stem + suffix)
-    return stem + ".json", stem + ".svg"
+    written = (stem + ".json", stem + ".svg")
+    if png_available():
+        written += (render_png(record, stem + ".png"),)
+    return written
 
 
 def wandb_plots(record: dict[str, Any], html_cls) -> dict[str, Any]:

@@ -121,6 +121,7 @@ class DPOMixin:
         """One DPO update on this rank's share of a unit's pairs; returns its metrics (None
         when a non-finite loss was skipped)."""
         a = self.args
+        self.offer_completions(lambda: [p.completion_row() for p in pairs])
         metrics = self.dpo_update(pairs)
         if a.use_environment_step:
             # Each rank trains on an equal share of the update's pairs.

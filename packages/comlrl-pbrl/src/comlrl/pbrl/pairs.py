@@ -98,6 +98,16 @@ class PreferencePair:
             **({} if self.agent is None else {"agent": int(self.agent)}),
         }
 
+    def completion_row(self) -> dict[str, Any]:
+        """The pair as a row of the completions log (texts and rewards, no token ids)."""
+        return {
+            "prompts": list(self.prompts),
+            "chosen": list(self.winner_completions),
+            "rejected": list(self.loser_completions),
+            "chosen_reward": float(self.winner_reward),
+            "rejected_reward": float(self.loser_reward),
+        }
+
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> PreferencePair:
         """Inverse of :meth:`to_record`."""

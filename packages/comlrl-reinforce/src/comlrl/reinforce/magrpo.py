@@ -16,6 +16,7 @@ from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.reference import reference_models_for
@@ -134,6 +135,11 @@ class MAGRPOTrainer(TrainerBase):
         _, nodes = self.rollout_unit(unit, self.args.joint_mode)
         per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
         attach_extras(self, nodes, per_agent)
+        self.offer_completions(
+            lambda: tree_rows(
+                nodes, [[self.group_advantages(s).tolist() for s in ss] for ss in per_agent]
+            )
+        )
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
         return Batch(
             [
@@ -214,25 +220,26 @@ class MAGRPOTrainer(TrainerBase):
     def advantages_for(self, batch: Sequence[NodeSample]) -> list[torch.Tensor]:
         """Advantages of every completion in ``batch``, one tensor per node sample."""
         a = self.args
-        advs = []
-        for s in batch:
-            returns = list(s.returns)
-            kls = s.carried_kls or s.reference_kls
-            if kls:
-                returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
-            scope_normalize = (
-                a.advantage_normalization and a.advantage_normalization_scope == "group"
-            )
-            if s.baseline is not None:
-                advs.append(fixed_baseline_advantages(returns, s.baseline, scope_normalize))
-            else:
-                advs.append(group_advantages(returns, a.advantage_mode, scope_normalize))
+        advs = [self.group_advantages(s) for s in batch]
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
             flat = torch.cat(advs)
             pooled = self.pooled_moments([flat])
             flat = batch_normalize(flat, pooled[0] if pooled else None)
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
+
+    def group_advantages(self, s: NodeSample) -> torch.Tensor:
+        """The advantages of one node sample's completions within their group (KL-shaped
+        returns; batch-scope normalization, which needs the whole update, comes after)."""
+        a = self.args
+        returns = list(s.returns)
+        kls = s.carried_kls or s.reference_kls
+        if kls:
+            returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
+        scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
+        if s.baseline is not None:
+            return fixed_baseline_advantages(returns, s.baseline, scope_normalize)
+        return group_advantages(returns, a.advantage_mode, scope_normalize)
 
     def _step(self, agent: int, model, opt, batch: list[NodeSample]):
         """One optimizer step on a mini-batch of node samples (one padded forward per

@@ -32,6 +32,7 @@ from comlrl.core.config.fields import (
 from comlrl.core.config.knobs import ITEM_SEEDED_SAMPLING
 from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
+from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 
@@ -125,7 +126,7 @@ class CommonConfig:
     eval_interval: int = knob(
         16,
         help="Evaluate before every training item (preference family: update) whose index is a "
-        "multiple of this; 0 never evaluates.",
+        "multiple of this; 0 never evaluates during training (see `eval_at_end`).",
         check=Integer(0),
     )
     eval_num_samples: int = knob(
@@ -211,6 +212,26 @@ class CommonConfig:
         False,
         help="Greedy decoding in evaluation instead of the training sampling settings.",
         check=Boolean(),
+    )
+    eval_at_end: bool = knob(
+        True,
+        help="Evaluate once more after the last update of a completed run, when an eval set "
+        "exists and `eval_num_samples` > 0.",
+        check=Boolean(),
+    )
+    show_eval_sample: bool = knob(
+        False,
+        help="After each evaluation, print one eval item (each agent's prompt and completion, "
+        "the reward) to the console above the progress bar.",
+        check=Boolean(),
+    )
+    log_completions: int = knob(
+        0,
+        help="Rows of sampled completions (prompts, each agent's completion, reward, "
+        "advantage; preference family: chosen/rejected pairs) written to "
+        "`<run dir>/completions.jsonl` (and a W&B table) with every training log record; "
+        "0 or false: off, true: 4.",
+        check=Custom(check_log_completions, "an int >= 0, or true (4) / false (0)"),
     )
     distributed_mode: str = knob(
         "auto",

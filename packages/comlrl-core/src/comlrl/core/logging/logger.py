@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from comlrl.core.logging.completions import CompletionsLog, log_wandb_table
 from comlrl.core.logging.jsonl import JsonlSink
 from comlrl.core.logging.sink import BUILT_IN, Sink, sink_factories
 from comlrl.core.logging.wandb_sink import WandbSink, wandb_init_kwargs
@@ -49,6 +50,9 @@ class MetricLogger:
                     self.sinks.append(factories[name](self.run_dir, self._run_config, options))
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
+        # Sampled completions (see comlrl.core.logging.completions); a resume rewinds them.
+        self.completions = CompletionsLog(self.run_dir) if self.jsonl is not None else None
+        self._completions_checked = False
 
     def start_wandb(self, resume_id: str | None = None) -> str | None:
         """Open the W&B run (resuming ``resume_id`` when given); returns its id."""
@@ -79,6 +83,19 @@ class MetricLogger:
         for sink in self.sinks:
             sink.write(metrics, step)
 
+    def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
+        """Append sampled completions that belong to the metrics record just written at
+        ``step`` (and log them as a W&B table when W&B is on)."""
+        if not self.enabled or not rows or self.completions is None or self.jsonl is None:
+            return
+        if not self._completions_checked:
+            # A resume has rewound the file already; otherwise it is an earlier run's.
+            self._completions_checked = True
+            self.completions.set_aside()
+        self.completions.append(rows, self.last_step, self.records_written - 1)
+        if self.wandb is not None:
+            log_wandb_table(self.wandb, rows, self.last_step)
+
     def reopen(self) -> None:
         """Open the JSONL log again after :meth:`close` (a second ``train()`` call appends)."""
         if self.enabled and self.run_dir is not None and self.jsonl is None:
@@ -94,6 +111,9 @@ class MetricLogger:
         self.last_step = step
         if self.jsonl is not None:
             self.jsonl.truncate(records)
+        if self.completions is not None:
+            self.completions.truncate(records)
+            self._completions_checked = True
 
     def close(self, finish_wandb: bool = True) -> None:
         """Close the JSONL file and, unless told otherwise, finish the W&B run."""

@@ -74,6 +74,10 @@ class WandbSink:
         """Log ``metrics`` at ``step``."""
         self.run.log(dict(metrics), step=int(step))
 
+    def log_table(self, key: str, columns: list[str], data: list[list[Any]], step: int) -> None:
+        """Log a ``wandb.Table`` of ``data`` rows under ``key`` at ``step``."""
+        self.run.log({key: self._wandb.Table(columns=columns, data=data)}, step=int(step))
+
     def close(self) -> None:
         """Finish the run."""
         if self.run is not None:

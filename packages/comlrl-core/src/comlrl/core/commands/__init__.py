@@ -1,0 +1,1 @@
+"""The ``comlrl`` subcommands that read finished runs: ``eval`` and ``plot``."""
