@@ -28,8 +28,13 @@ class Resumable:
         return {f"agent_{i}": m for i, m in enumerate(self.agents)}
 
     def schedulers_list(self) -> list:
-        """Every LR scheduler the checkpoint must hold, in a stable order."""
-        return list(getattr(self, "schedulers", []))
+        """Every LR scheduler the checkpoint must hold, in a stable order: the family's own
+        (``self.schedulers``), then one per optimizer under ``lr_scheduler_type``."""
+        from comlrl.core.schedule import lr_schedulers
+
+        table = lr_schedulers(self)
+        built = [table[id(opt)] for opt in self.optimizers_list() if id(opt) in table]
+        return list(getattr(self, "schedulers", [])) + built
 
     def checkpoint_tokenizers(self) -> dict[str, Any]:
         """The tokenizer saved next to each named model of :meth:`trainable_models`."""
@@ -66,6 +71,9 @@ class Resumable:
             "last_train_log_step": self._last_train_log_step,
             "skipped_nonfinite": self.skipped_nonfinite,
         }
+        steps = getattr(self, "agent_steps", None)
+        if steps:
+            state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.to_state if self.joint_sample_cls else None
             state.update(self.rollout_buffer.state_dict(self.sample_cls.to_state, joint))
@@ -76,6 +84,12 @@ class Resumable:
         """Inverse of :meth:`state_dict`."""
         self._last_train_log_step = int(state["last_train_log_step"])
         self.skipped_nonfinite = int(state["skipped_nonfinite"])
+        self.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
+        # The next step must use the restored schedule's rate, whatever order the optimizer
+        # and scheduler states were loaded in.
+        for scheduler in self.schedulers_list():
+            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr()):
+                group["lr"] = lr
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.from_state if self.joint_sample_cls else None
             self.rollout_buffer.load_state_dict(state, self.sample_cls.from_state, joint)
