@@ -114,14 +114,19 @@ def enable_gradient_checkpointing(agents: list) -> None:
     which transformers would otherwise do with a warning at every training step; generation
     asks for the cache explicitly and is unaffected.
     """
+    kwargs = {"use_reentrant": False}
     for model in {id(m): m for m in agents}.values():
-        enable = getattr(model, "gradient_checkpointing_enable", None)
-        if not callable(enable):
+        # transformers 5 renamed the method (the old name warns); older releases have only it.
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        if callable(enable):
+            enable(activation_checkpointing_kwargs=kwargs)
+        elif callable(getattr(model, "gradient_checkpointing_enable", None)):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        else:
             raise ValueError(
                 f"gradient_checkpointing is set, but the agent {type(model).__name__} has no "
                 "gradient_checkpointing_enable(); use a transformers model or turn it off."
             )
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         config = getattr(model, "config", None)
         if config is not None and hasattr(config, "use_cache"):
             config.use_cache = False
