@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from comlrl.core.schedule import LR_SCHEDULERS, optimizer_steps
+from comlrl.core.schedule import LR_SCHEDULERS, optimizer_steps, schedulers_of
 from comlrl.reinforce import MAGRPOConfig
 from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer, metrics, reward
 
@@ -47,7 +47,7 @@ def test_linear_warmup_schedule_steps_with_each_optimizer_step(tmp_path):
     # at step 7 (the schedule is built at the first step, which runs at rate 0)
     assert seen[1:] == pytest.approx([5e-4, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
     assert _lrs(trainer) == pytest.approx([0.0, 0.0])
-    assert [s.last_epoch for s in trainer.schedulers_list()] == [7, 7]
+    assert [s.last_epoch for s in schedulers_of(trainer)] == [7, 7]
 
 
 def test_schedule_resumes_bitwise(tmp_path):
@@ -74,8 +74,8 @@ def test_schedule_resumes_bitwise(tmp_path):
     second.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt))
     assert_same_state(reference, second)
     assert _lrs(second) == _lrs(reference)
-    assert [s.state_dict() for s in second.schedulers_list()] == [
-        s.state_dict() for s in reference.schedulers_list()
+    assert [s.state_dict() for s in schedulers_of(second)] == [
+        s.state_dict() for s in schedulers_of(reference)
     ]
     assert second.agent_steps == reference.agent_steps == {0: 7, 1: 7}
     assert metrics(tmp_path / "run") == metrics(tmp_path / "ref")
@@ -88,7 +88,7 @@ def test_max_steps_stops_inside_an_epoch(tmp_path):
     assert trainer.env_step < 3 * 4  # far fewer than 4 epochs of joint actions
     default = make_trainer(tmp_path / "plain", 1)
     default.train()
-    assert optimizer_steps(default) == 3 and default.schedulers_list() == []
+    assert optimizer_steps(default) == 3 and schedulers_of(default) == []
 
 
 def test_schedule_settings_are_checked():

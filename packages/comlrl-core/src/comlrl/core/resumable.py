@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from comlrl.core.schedule import load_scheduler_states, scheduler_states
+
 
 class Resumable:
     """Named models, optimizers, schedulers, tokenizers, callbacks and state of a run."""
@@ -28,13 +30,10 @@ class Resumable:
         return {f"agent_{i}": m for i, m in enumerate(self.agents)}
 
     def schedulers_list(self) -> list:
-        """Every LR scheduler the checkpoint must hold, in a stable order: the family's own
-        (``self.schedulers``), then one per optimizer under ``lr_scheduler_type``."""
-        from comlrl.core.schedule import lr_schedulers
-
-        table = lr_schedulers(self)
-        built = [table[id(opt)] for opt in self.optimizers_list() if id(opt) in table]
-        return list(getattr(self, "schedulers", [])) + built
+        """Every LR scheduler of the family's own (``self.schedulers``) that the checkpoint
+        must hold, in a stable order (those of ``lr_scheduler_type`` travel in the family
+        state, see :meth:`state_dict`)."""
+        return list(getattr(self, "schedulers", []))
 
     def checkpoint_tokenizers(self) -> dict[str, Any]:
         """The tokenizer saved next to each named model of :meth:`trainable_models`."""
@@ -74,6 +73,9 @@ class Resumable:
         steps = getattr(self, "agent_steps", None)
         if steps:
             state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
+        schedules = scheduler_states(self)
+        if schedules:
+            state["lr_schedulers"] = schedules
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.to_state if self.joint_sample_cls else None
             state.update(self.rollout_buffer.state_dict(self.sample_cls.to_state, joint))
@@ -85,11 +87,7 @@ class Resumable:
         self._last_train_log_step = int(state["last_train_log_step"])
         self.skipped_nonfinite = int(state["skipped_nonfinite"])
         self.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
-        # The next step must use the restored schedule's rate, whatever order the optimizer
-        # and scheduler states were loaded in.
-        for scheduler in self.schedulers_list():
-            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr()):
-                group["lr"] = lr
+        load_scheduler_states(self, state.get("lr_schedulers", []))
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.from_state if self.joint_sample_cls else None
             self.rollout_buffer.load_state_dict(state, self.sample_cls.from_state, joint)

@@ -1,8 +1,8 @@
 """Learning-rate schedules with warmup, and the ``max_steps`` budget of optimizer steps.
 
-Every optimizer of a run (the agents', and the critics' where a family has them) gets one
-transformers scheduler of ``lr_scheduler_type``, stepped by :func:`comlrl.core.optim.apply_step`
-right after the optimizer step. Warmup lasts ``warmup_steps`` steps, or else ``warmup_ratio`` of
+Every optimizer that steps through :func:`comlrl.core.optim.apply_step` (the agents', and the
+critics' where a family has them) gets one transformers scheduler of ``lr_scheduler_type``,
+built at its first step and stepped right after each optimizer step. Warmup lasts ``warmup_steps`` steps, or else ``warmup_ratio`` of
 ``max_steps``. A schedule that decays towards the end of training needs to know where the end
 is, so it requires ``max_steps``: an epoch's number of optimizer steps depends on the rollout
 tree (turns, early termination) and is not known in advance.
@@ -11,7 +11,7 @@ An *optimizer step* here is one step of one agent's optimizer; the run's count i
 steps any agent's optimizer has taken (each agent steps its own optimizer, so in the usual
 families this is the number of update rounds). ``max_steps`` stops training once that count
 reaches it, checked after each batch of items, and lets training run past ``num_train_epochs``
-until then. The scheduler states and the step counts are part of every checkpoint.
+until then. The scheduler states and the step counts are part of every checkpoint (in the family state).
 """
 
 from __future__ import annotations
@@ -83,27 +83,50 @@ def build_scheduler(optimizer: Any, config: Any):
     )
 
 
-def lr_schedulers(trainer: Any) -> dict[int, Any]:
-    """The run's schedulers by ``id`` of their optimizer, built on first use for every
-    optimizer the trainer lists (and for one created later, when it first steps)."""
-    with _BUILD_LOCK:
-        table = trainer.__dict__.setdefault("_lr_schedulers", {})
-        if wants_schedulers(trainer.args):
-            for opt in trainer.optimizers_list():
-                if id(opt) not in table:
-                    table[id(opt)] = build_scheduler(opt, trainer.args)
-    return table
+def _table(trainer: Any) -> dict[int, Any]:
+    return trainer.__dict__.setdefault("_lr_schedulers", {})
 
 
 def scheduler_for(trainer: Any, optimizer: Any):
-    """The scheduler of ``optimizer`` (None without a schedule)."""
+    """The scheduler of ``optimizer``, built at its first step (None without a schedule).
+
+    Only optimizers that step through :func:`comlrl.core.optim.apply_step` get one, so an
+    optimizer a family steps by itself keeps its constant rate.
+    """
     if not wants_schedulers(trainer.args):
         return None
-    table = lr_schedulers(trainer)
     with _BUILD_LOCK:
+        table = _table(trainer)
         if id(optimizer) not in table:
             table[id(optimizer)] = build_scheduler(optimizer, trainer.args)
         return table[id(optimizer)]
+
+
+def schedulers_of(trainer: Any) -> list:
+    """The run's schedulers, in the order of ``trainer.optimizers_list()``."""
+    table = _table(trainer)
+    return [table[id(opt)] for opt in trainer.optimizers_list() if id(opt) in table]
+
+
+def scheduler_states(trainer: Any) -> list[list]:
+    """``[optimizer index, scheduler state]`` pairs for a checkpoint (plain data)."""
+    table = _table(trainer)
+    return [
+        [i, table[id(opt)].state_dict()]
+        for i, opt in enumerate(trainer.optimizers_list())
+        if id(opt) in table
+    ]
+
+
+def load_scheduler_states(trainer: Any, entries: list) -> None:
+    """Rebuild the schedulers of :func:`scheduler_states` on the restored optimizers. The next
+    step then uses the restored schedule's rate."""
+    optimizers = trainer.optimizers_list()
+    for index, state in entries:
+        scheduler = scheduler_for(trainer, optimizers[int(index)])
+        scheduler.load_state_dict(state)
+        for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr()):
+            group["lr"] = lr
 
 
 def count_step(trainer: Any, agent: int | None) -> None:
