@@ -189,3 +189,33 @@ def test_device_map_is_refused_before_loading(tmp_path, model_config, field):
             reward_func=reward,
             args=MAGRPOConfig(output_dir=str(tmp_path)),
         )
+
+
+def test_run_file_sets_the_knobs(tmp_path):
+    import json
+
+    from comlrl.core.launch import DEFAULT_RUN, run_training
+
+    run = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULT_RUN.items()}
+    run["dataset"] = dict(run["dataset"], train_limit=4, eval_limit=1)
+    run["output"] = dict(run["output"], base_dir=str(tmp_path), run_name="knobs", verbose=False)
+    run["magrpo"] = dict(
+        run["magrpo"],
+        max_new_tokens=4,
+        num_generations=2,
+        rollout_buffer_size=2,
+        eval_num_samples=0,
+        gradient_checkpointing=True,
+        lr_scheduler_type="linear",
+        warmup_ratio=0.5,
+        max_steps=2,
+        peft_config={"r": 2, "target_modules": ["q_proj", "v_proj"]},
+    )
+    run_dir = run_training(run)
+    # LoRA from the YAML mapping: the saved agents are adapters
+    adapter = json.loads(open(f"{run_dir}/agents/agent_0/adapter_config.json").read())
+    assert adapter["r"] == 2 and sorted(adapter["target_modules"]) == ["q_proj", "v_proj"]
+    # max_steps=2 ended the run after 2 of the 6 epochs' updates (one per batch of 2 items)
+    records = [json.loads(line) for line in open(f"{run_dir}/metrics.jsonl")]
+    # (a batch is 2 items x 2 samples = 4 joint actions; 6 full epochs would reach step 48)
+    assert 0 < max(r["step"] for r in records) <= 2 * 4
