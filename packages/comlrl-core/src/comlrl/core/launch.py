@@ -98,6 +98,14 @@ def run_tokenizers(sources: list, model_config: dict) -> list | None:
     return resolve_tokenizers(None, sources, model_config)
 
 
+def _shared_or_list(tokenizers: list | None):
+    """One tokenizer object when every agent has the same one (a single-actor trainer such as
+    centralized collaboration takes exactly one), else the list."""
+    if tokenizers and all(t is tokenizers[0] for t in tokenizers):
+        return tokenizers[0]
+    return tokenizers
+
+
 def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
     """Build the algorithm's config dataclass from its YAML section."""
     section = dict(run.get(algo) or {})
@@ -166,7 +174,11 @@ def build_trainer(run: dict[str, Any], run_dir: str):
         train_limit=dataset.get("train_limit"),
         eval_limit=dataset.get("eval_limit"),
         external_mode=(run.get("external") or {}).get("mode"),
-        tokenizer=tokenizers,
+        # One actor writes every role: the roles' prompts are joined into one prompt, which
+        # the config's apply_chat_template wraps, so the roles' own prompts stay plain.
+        tokenizer=None
+        if getattr(config, "collaboration_mode", None) == "centralized"
+        else tokenizers,
         options=options,
     )
     bundle = task.build(spec)
@@ -178,7 +190,7 @@ def build_trainer(run: dict[str, Any], run_dir: str):
         agent_model=None if agents else sources[0],
         agents=sources if agents else None,
         num_agents=num_agents,
-        tokenizer=tokenizers,
+        tokenizer=_shared_or_list(tokenizers),
         model_config=model_config,
         train_dataset=bundle.train_dataset,
         eval_dataset=bundle.eval_dataset,
