@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from comlrl.reinforce import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from tests.core.real_model_fields import FIELDS as REAL_MODEL_FIELDS
+from tests.core.real_model_fields import extra as real_model_extra
 
 pos_int = st.integers(1, 1000)
 nonneg_int = st.integers(0, 1000)
@@ -90,12 +92,15 @@ FIELDS = {
         st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
     ),
     "policy_loss": (st.just("reinforce"), st.sampled_from(["ppo_clipped", "", 3])),
+    **REAL_MODEL_FIELDS,
 }
 
 
 def _extra(field):
     # reference_devices is only checked when the KL term is on
-    return {"reference_kl_enabled": True, "num_agents": 2} if field == "reference_devices" else {}
+    if field == "reference_devices":
+        return {"reference_kl_enabled": True, "num_agents": 2}
+    return real_model_extra(field)
 
 
 def test_table_covers_every_field():
