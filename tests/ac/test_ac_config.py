@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from comlrl.ac import IACConfig, MAACConfig
+from tests.core.real_model_fields import FIELDS as REAL_MODEL_FIELDS
+from tests.core.real_model_fields import extra as real_model_extra
 
 pos_int = st.integers(1, 1000)
 nonneg_int = st.integers(0, 1000)
@@ -95,6 +97,7 @@ COMMON = {
         st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),
         st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
     ),
+    **REAL_MODEL_FIELDS,
 }
 IAC_ONLY = {
     "use_separate_critic": (st.booleans(), bad_bool),
@@ -111,7 +114,7 @@ def _extra(cls, field):
         return {"num_turns": 1} if field == "num_generations" else {"num_generations": 1}
     if cls is IACConfig and field == "value_head_hidden_dim":
         return {"use_separate_critic": False}
-    return {}
+    return real_model_extra(field)
 
 
 def test_tables_cover_every_field():

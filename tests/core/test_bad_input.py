@@ -300,9 +300,9 @@ CASES = [
         ("task.options", "'sandbox_worker'", "did you mean 'sandbox_workers'"),
     ),
     Case(
-        "option of a task that takes none",
+        "option the demo task does not take",
         train_run({"task": {"name": "length_ratio", "options": {"length": 3}}}),
-        ("task.options", "'length'", "takes no keys"),
+        ("task.options", "'length'", "valid: chat_template, system_prompt"),
     ),
     Case(
         "task-repo key that moved",

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from comlrl.pbrl import MADPOConfig, MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
+from tests.core.real_model_fields import as_kwargs as real_model_kwargs
 
 pos_int = st.integers(1, 1000)
 nonneg_int = st.integers(0, 1000)
@@ -134,6 +135,7 @@ COMMON = dict(
         ),
     ]
 )
+COMMON.update(real_model_kwargs())
 
 MADPO_ONLY = dict(
     [

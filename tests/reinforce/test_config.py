@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from comlrl.reinforce import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from tests.core.real_model_fields import FIELDS as REAL_MODEL_FIELDS
+from tests.core.real_model_fields import extra as real_model_extra
 
 pos_int = st.integers(1, 1000)
 nonneg_int = st.integers(0, 1000)
@@ -111,6 +113,7 @@ FIELDS = {
         st.sampled_from(["tensorbord", ["jsonl", 3], 5]),
     ),
     "policy_loss": (st.just("reinforce"), st.sampled_from(["ppo_clipped", "", 3])),
+    **REAL_MODEL_FIELDS,
 }
 
 
@@ -121,7 +124,9 @@ def _extra(field):
     # the estimator does something only with a KL term on
     if field in ("num_iterations", "epsilon", "epsilon_high"):
         return {"policy_loss": "ppo"}  # they act only with a ratio loss
-    return {"reference_kl_enabled": True} if field == "reference_kl_estimator" else {}
+    if field == "reference_kl_estimator":
+        return {"reference_kl_enabled": True}
+    return real_model_extra(field)
 
 
 def test_table_covers_every_field():

@@ -88,6 +88,24 @@ def resolve_model_name(name: Any) -> Any:
     return name
 
 
+def run_tokenizers(sources: list, model_config: dict) -> list | None:
+    """One tokenizer per agent, loaded from the agents' model names (checked first)."""
+    from comlrl.core.models import check_model_sources, is_model_name, resolve_tokenizers
+
+    if not all(is_model_name(s) for s in sources):
+        return None  # no model named: the trainer says what is missing
+    check_model_sources(sources)
+    return resolve_tokenizers(None, sources, model_config)
+
+
+def _shared_or_list(tokenizers: list | None):
+    """One tokenizer object when every agent has the same one (a single-actor trainer such as
+    centralized collaboration takes exactly one), else the list."""
+    if tokenizers and all(t is tokenizers[0] for t in tokenizers):
+        return tokenizers[0]
+    return tokenizers
+
+
 def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
     """Build the algorithm's config dataclass from its YAML section."""
     section = dict(run.get(algo) or {})
@@ -135,6 +153,19 @@ def build_trainer(run: dict[str, Any], run_dir: str):
     agent_section = run.get("agent_model") or {}
     agent_name = agent_section.get("name") if isinstance(agent_section, dict) else agent_section
     num_agents = len(agents) if agents else getattr(task, "num_agents", 2)
+    model_config = (
+        {k: v for k, v in agent_section.items() if k in MODEL_CONFIG_KEYS}
+        if isinstance(agent_section, dict)
+        else {}
+    )
+    sources = (
+        [resolve_model_name(a) for a in agents]
+        if agents
+        else [resolve_model_name(agent_name)] * num_agents
+    )
+    # The task's formatters apply each agent's chat template, so they need its tokenizer; the
+    # trainer gets the same tokenizer objects.
+    tokenizers = run_tokenizers(sources, model_config)
     spec = TaskSpec(
         num_agents=num_agents,
         dataset_name=dataset.get("name"),
@@ -143,22 +174,23 @@ def build_trainer(run: dict[str, Any], run_dir: str):
         train_limit=dataset.get("train_limit"),
         eval_limit=dataset.get("eval_limit"),
         external_mode=(run.get("external") or {}).get("mode"),
+        # One actor writes every role: the roles' prompts are joined into one prompt, which
+        # the config's apply_chat_template wraps, so the roles' own prompts stay plain.
+        tokenizer=None
+        if getattr(config, "collaboration_mode", None) == "centralized"
+        else tokenizers,
         options=options,
     )
     bundle = task.build(spec)
-    model_config = (
-        {k: v for k, v in agent_section.items() if k in MODEL_CONFIG_KEYS}
-        if isinstance(agent_section, dict)
-        else {}
-    )
     wandb = run.get("wandb")
     if wandb is not None:
         wandb = dict(wandb)
         wandb.setdefault("config_sections", {k: v for k, v in run.items() if isinstance(v, dict)})
     kwargs: dict[str, Any] = dict(
-        agent_model=None if agents else resolve_model_name(agent_name),
-        agents=[resolve_model_name(a) for a in agents] if agents else None,
+        agent_model=None if agents else sources[0],
+        agents=sources if agents else None,
         num_agents=num_agents,
+        tokenizer=_shared_or_list(tokenizers),
         model_config=model_config,
         train_dataset=bundle.train_dataset,
         eval_dataset=bundle.eval_dataset,

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from comlrl.core.distributed import barrier, shard_range
+from comlrl.core.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)
 
@@ -182,6 +183,8 @@ class TrainingLoop:
                     pos = start_pos if stage == start_stage else 0
                     if not self._run_stage(stage, pos):
                         return
+                    if max_steps_reached(t):
+                        break
                 self._final_evaluation()
         except BaseException:
             logger.close(finish_wandb=False)
@@ -214,6 +217,8 @@ class TrainingLoop:
             if done < pos:
                 done += span_of(unit)
                 continue
+            if max_steps_reached(t):
+                break
             if isinstance(unit, ItemBatch):
                 unit = materialize(t, unit)
             if t.eval_due(unit) and t.is_main_process:
@@ -230,10 +235,13 @@ class TrainingLoop:
                 return False
             session.after_batch()
         bar.close()
-        finish_stage(t, stage)
+        # max_steps ends the run where it is: the buffer's remainder would be one more step.
+        stopped = max_steps_reached(t)
+        if not stopped:
+            finish_stage(t, stage)
+            t.cursor = (stage + 1, 0)
         t.stage_units = None
-        t.cursor = (stage + 1, 0)
-        session.after_epoch(last=stage + 1 == t.num_stages())
+        session.after_epoch(last=stopped or stage + 1 == t.num_stages())
         return True
 
     def _final_evaluation(self) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from comlrl.core.model_setup import check_device_map
+
 # Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype).
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double")
 # "name" or "org/name": anything else that does not exist on disk is a mistyped path.
@@ -97,15 +99,18 @@ def resolve_dtype(value: Any, field: str = "model_config.dtype") -> torch.dtype 
 
 
 def check_model_config(model_config: dict | None) -> None:
-    """Cheap checks of ``model_config`` before anything loads (today: its dtype names)."""
+    """Cheap checks of ``model_config`` before anything loads: its dtype names, and no
+    ``device_map`` (see :func:`comlrl.core.model_setup.check_device_map`)."""
     cfg = model_config or {}
     for key in ("dtype", "torch_dtype"):
         resolve_dtype(cfg.get(key), f"model_config.{key}")
+    check_device_map(cfg)
 
 
 def model_load_kwargs(model_config: dict | None) -> dict:
     """``from_pretrained`` keyword arguments from a ``model_config`` dict."""
     cfg = dict(model_config or {})
+    check_device_map(cfg)
     kwargs: dict[str, Any] = dict(cfg.get("model_kwargs") or {})
     field = "model_config.dtype" if cfg.get("dtype") is not None else "model_config.torch_dtype"
     dtype = resolve_dtype(cfg.get("dtype", cfg.get("torch_dtype")), field)

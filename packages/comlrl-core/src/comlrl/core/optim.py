@@ -1,4 +1,5 @@
-"""The AdamW optimizer every trainer builds, with the fastest implementation that applies.
+"""The AdamW optimizer every trainer builds, with the fastest implementation that applies, and
+the one optimizer step (with its learning-rate scheduler, see :mod:`comlrl.core.schedule`).
 
 PyTorch's default AdamW on CPU updates one tensor at a time in Python; the fused kernel does the
 same arithmetic in one pass per parameter group, about 4x faster for a 5M-parameter model on
@@ -99,9 +100,11 @@ def apply_step(
     process), clipped to ``max_grad_norm`` by a norm that also covers sharded parameters, and
     the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
     reward models pass None), the rollout backend then hears that its weights changed, so a
-    backend holding its own copy of the weights can refresh it. Returns the gradient norm
-    before clipping (NaN when no parameter has a gradient).
+    backend holding its own copy of the weights can refresh it. With an ``lr_scheduler_type``
+    the optimizer's scheduler steps right after it (:mod:`comlrl.core.schedule`). Returns the
+    gradient norm before clipping (NaN when no parameter has a gradient).
     """
+    from comlrl.core.schedule import count_step, scheduler_for
     from comlrl.core.sharding import clip_gradients
 
     params = [p for p in trainer.sync_gradients(parameters) if p.grad is not None]
@@ -109,7 +112,11 @@ def apply_step(
     if params:
         max_norm = trainer.args.max_grad_norm
         norm = clip_gradients(params, max_norm if max_norm is not None else float("inf"))
+    scheduler = scheduler_for(trainer, optimizer)
     optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    count_step(trainer, agent)
     if agent is not None:
         trainer.rollout_backend.on_weights_updated(agent, trainer.agents[agent])
     return norm

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from comlrl.core.schedule import load_scheduler_states, scheduler_states
+
 
 class Resumable:
     """Named models, optimizers, schedulers, tokenizers, callbacks and state of a run."""
@@ -28,7 +30,9 @@ class Resumable:
         return {f"agent_{i}": m for i, m in enumerate(self.agents)}
 
     def schedulers_list(self) -> list:
-        """Every LR scheduler the checkpoint must hold, in a stable order."""
+        """Every LR scheduler of the family's own (``self.schedulers``) that the checkpoint
+        must hold, in a stable order (those of ``lr_scheduler_type`` travel in the family
+        state, see :meth:`state_dict`)."""
         return list(getattr(self, "schedulers", []))
 
     def checkpoint_tokenizers(self) -> dict[str, Any]:
@@ -66,6 +70,12 @@ class Resumable:
             "last_train_log_step": self._last_train_log_step,
             "skipped_nonfinite": self.skipped_nonfinite,
         }
+        steps = getattr(self, "agent_steps", None)
+        if steps:
+            state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
+        schedules = scheduler_states(self)
+        if schedules:
+            state["lr_schedulers"] = schedules
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.to_state if self.joint_sample_cls else None
             state.update(self.rollout_buffer.state_dict(self.sample_cls.to_state, joint))
@@ -76,6 +86,8 @@ class Resumable:
         """Inverse of :meth:`state_dict`."""
         self._last_train_log_step = int(state["last_train_log_step"])
         self.skipped_nonfinite = int(state["skipped_nonfinite"])
+        self.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
+        load_scheduler_states(self, state.get("lr_schedulers", []))
         if self.rollout_buffer is not None:
             joint = self.joint_sample_cls.from_state if self.joint_sample_cls else None
             self.rollout_buffer.load_state_dict(state, self.sample_cls.from_state, joint)

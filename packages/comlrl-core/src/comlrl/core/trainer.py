@@ -26,6 +26,7 @@ from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.logging.wandb_sink import require_wandb
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
+from comlrl.core.model_setup import prepare_agents
 from comlrl.core.models import place_agents
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
@@ -34,9 +35,10 @@ from comlrl.core.reporting import Reporting
 from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backend import HFBackend
-from comlrl.core.rollout.formatters import build_formatters
+from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.rollout.steps import RolloutSteps
 from comlrl.core.saving import main_process_only
+from comlrl.core.schedule import stage_count
 from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
 
 
@@ -133,6 +135,8 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.agents, self.tokenizers = place_agents(
             self.sources, inputs.tokenizer, self.model_config, self.agent_devices
         )
+        self.agents = prepare_agents(self.agents, self.args)
+        self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)
         self._shared_agents = len({id(m) for m in self.agents}) < len(self.agents)
         self.rollout_backend = HFBackend(
             self.agents, self.tokenizers, self.args.generation_batch_size
@@ -191,7 +195,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
     # ----------------------------------------------------------------- the family contract
     def num_stages(self) -> int:
         """How many stages the run has (epochs by default)."""
-        return self.args.num_train_epochs
+        return stage_count(self.args)
 
     def prepare(self, stage: int):
         """The units of ``stage`` (None: global batches of ``items_per_batch()`` items)."""

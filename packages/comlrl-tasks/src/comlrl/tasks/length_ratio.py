@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from comlrl.core.rewards.ranges import set_reward_range
 from comlrl.core.task import TaskBundle, TaskSpec
+from comlrl.tasks.common.prompting import build_formatters
 
 TARGET_LOW = 2.0
 TARGET_HIGH = 3.0
@@ -106,13 +107,15 @@ class LengthRatioTask:
     name = "length_ratio"
     description = "Two agents; the second answer should be 2-3x as long as the first."
     num_agents = 2
-    option_names = frozenset()  # no task.options
+    # Only the prompt wrapping every task shares: the agent's chat template and system prompt.
+    option_names = frozenset({"chat_template", "system_prompt"})
 
     def build(self, spec: TaskSpec) -> TaskBundle:
         """Build datasets, formatters, reward and the feedback transition."""
-        if spec.options:
+        unknown = sorted(set(spec.options or {}) - self.option_names)
+        if unknown:
             raise ValueError(
-                f"task.options: length_ratio takes no options, got {sorted(spec.options)}."
+                f"task.options: length_ratio takes only {sorted(self.option_names)}, got {unknown}."
             )
         if spec.num_agents != 2:
             raise ValueError(f"num_agents must be 2 for length_ratio, got {spec.num_agents}.")
@@ -125,7 +128,9 @@ class LengthRatioTask:
         return TaskBundle(
             train_dataset=train,
             eval_dataset=evals,
-            formatters=[story_prompt, story_prompt],
+            formatters=build_formatters(
+                [story_prompt, story_prompt], tokenizer=spec.tokenizer, options=spec.options or {}
+            ),
             reward_func=length_ratio_reward,
             external_transition=second_agent_feedback,
         )

@@ -34,7 +34,10 @@ from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
+from comlrl.core.model_setup import check_peft_config
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
+from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
+from comlrl.core.schedule import LR_SCHEDULERS, check_schedule
 
 NONFINITE_POLICIES = ("raise", "skip")
 # The per-token KL estimators (computed in comlrl.core.reference).
@@ -196,6 +199,65 @@ class CommonConfig:
         check=Number(0.0, min_inclusive=False, optional=True),
     )
     weight_decay: float = knob(0.01, help="AdamW weight decay.", check=Number(0.0))
+    lr_scheduler_type: str = knob(
+        "constant",
+        help="Learning-rate schedule of every optimizer, by its transformers name, stepped "
+        "with each optimizer step; every schedule but `constant`, `constant_with_warmup` and "
+        "`inverse_sqrt` decays over `max_steps`, which it then requires.",
+        check=Choice(LR_SCHEDULERS),
+    )
+    warmup_steps: int = knob(
+        0,
+        help="Optimizer steps of linear warmup from 0 to the learning rate; overrides "
+        "`warmup_ratio`.",
+        check=Integer(0),
+    )
+    warmup_ratio: float = knob(
+        0.0,
+        help="Warmup as a fraction of `max_steps` (used when `warmup_steps` is 0).",
+        check=Number(0.0, 1.0),
+    )
+    max_steps: int | None = knob(
+        None,
+        help="Stop after this many optimizer steps (per agent), checked after each batch of "
+        "items; overrides `num_train_epochs`: epochs repeat until it is reached. None: "
+        "train `num_train_epochs` epochs.",
+        check=Integer(1, optional=True),
+    )
+    gradient_checkpointing: bool = knob(
+        False,
+        help="Recompute each agent's activations in the backward pass instead of storing "
+        "them (less memory, more compute); the model's own KV cache is turned off for "
+        "training forwards.",
+        check=Boolean(),
+    )
+    peft_config: Any = knob(
+        None,
+        help="Train adapters instead of full weights: a mapping of `peft` config fields "
+        "(`peft_type` defaults to LORA, `task_type` to CAUSAL_LM) or a `peft` config object "
+        "such as `peft.LoraConfig`; wraps every agent with `peft.get_peft_model`. Needs the "
+        "`peft` extra.",
+        check=Custom(check_peft_config, "None, a mapping of peft fields, or a peft config"),
+    )
+    apply_chat_template: Any = knob(
+        False,
+        help="Wrap each prompt in the agent's chat template: `auto` where the tokenizer has "
+        "one, true (required), false (prompts as the formatters write them); one value or a "
+        "list with one per agent. Templated prompts are encoded without extra special tokens.",
+        check=Custom(
+            lambda name, value: check_chat_settings(value, name),
+            "'auto', true, false, or a list of them",
+        ),
+    )
+    system_prompt: Any = knob(
+        None,
+        help="System turn put before each prompt (without a chat template: a paragraph "
+        "before it); one string or a list with one per agent (null entries: none).",
+        check=Custom(
+            lambda name, value: check_system_prompts(value, name),
+            "None, a string, or a list of them",
+        ),
+    )
     reward_call_mode: str = knob(
         "auto",
         help="`batch`: one reward call per batch of joint actions; `per_sample`: one call per "
@@ -285,6 +347,7 @@ class CommonConfig:
 
     def _check_relations(self) -> None:
         """Rules that tie several fields together; subclasses extend it (calling super)."""
+        check_schedule(self)
 
     def _uses_reference(self) -> bool:
         """Whether reference models are loaded (so ``reference_devices`` is checked)."""

@@ -6,6 +6,14 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comlrl.core.rollout.chat import (
+    ChatPrompt,
+    per_agent,
+    render_chat,
+    uses_template,
+    with_system_text,
+)
+
 
 def _default_formatter(item: dict, external_prompts: str | None = None) -> str:
     if external_prompts is not None:
@@ -68,3 +76,42 @@ def build_formatters(formatters: Any, num_agents: int) -> list[Formatter]:
             )
         return [Formatter(f) for f in formatters]
     raise ValueError("formatters must be None, a callable, or a sequence of callables.")
+
+
+class TemplatedFormatter(Formatter):
+    """A formatter whose prompts are wrapped in the agent's chat template (see
+    :mod:`comlrl.core.rollout.chat`). A prompt the inner formatter already templated (a task
+    formatter given the tokenizer) is passed on as it is, so nothing is templated twice."""
+
+    def __init__(self, inner: Formatter, tokenizer: Any, template: bool, system_prompt):
+        self.inner, self.tokenizer = inner, tokenizer
+        self.template, self.system_prompt = template, system_prompt
+        self.func, self.takes_external = inner.func, inner.takes_external
+
+    def __call__(self, item: dict, external_prompt: str | None = None) -> str:
+        text = self.inner(item, external_prompt)
+        if isinstance(text, ChatPrompt):
+            return text
+        if self.template:
+            return render_chat(self.tokenizer, text, self.system_prompt)
+        return with_system_text(text, self.system_prompt)
+
+
+def template_formatters(
+    formatters: Sequence[Formatter], tokenizers: Sequence[Any], args: Any
+) -> list[Formatter]:
+    """Apply the config's ``apply_chat_template`` and ``system_prompt`` (each one value for
+    every agent or a list, one per agent) to the agents' formatters. Agents with neither a
+    template nor a system prompt keep their formatter unchanged."""
+    n = len(formatters)
+    settings = per_agent(getattr(args, "apply_chat_template", False), n, "apply_chat_template")
+    systems = per_agent(getattr(args, "system_prompt", None), n, "system_prompt")
+    out: list[Formatter] = []
+    for i, (fmt, tok, setting, system) in enumerate(zip(formatters, tokenizers, settings, systems)):
+        template = uses_template(setting, tok, f"apply_chat_template (agent {i})")
+        out.append(
+            fmt
+            if not template and system is None
+            else TemplatedFormatter(fmt, tok, template, system)
+        )
+    return out

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.decoding import decode_compacting, supports_compacting
 
 
@@ -64,8 +65,9 @@ class PromptSamples:
 
 
 def tokenize_prompts(tokenizer, prompts: Sequence[str], max_length: int | None = None):
-    """Token ids of each prompt (no padding); truncated from the left to ``max_length``."""
-    ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    """Token ids of each prompt (no padding); truncated from the left to ``max_length``.
+    Templated prompts are encoded without adding special tokens again (one BOS, not two)."""
+    ids = encode_prompts(tokenizer, prompts)
     if max_length is not None:
         ids = [x[-max_length:] for x in ids]
     for p, x in zip(prompts, ids):
