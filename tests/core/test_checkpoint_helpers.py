@@ -93,4 +93,4 @@ def test_same_settings_give_identical_runs(tmp_path):
     b.train()
     assert_same_state(a, b)
     assert metrics(tmp_path / "a") == metrics(tmp_path / "b")
-    assert len(metrics(tmp_path / "a")) == 5  # 3 training records and 2 eval records
+    assert len(metrics(tmp_path / "a")) == 6  # 3 training records, 2 eval records and the final one
