@@ -146,6 +146,7 @@ def build_marlhf(output_dir: str):
         reward_num_train_epochs=2,
         reward_train_batch_size=3,
         reward_learning_rate=1e-3,
+        reward_heldout_fraction=0.0,  # every pair trains, so the step count follows the pairs
         output_dir=output_dir,
         **{k: v for k, v in COMMON.items() if k != "item_seeded_sampling"},
     )

@@ -95,7 +95,9 @@ def test_trl_style_reward_gets_a_hint_about_per_agent_lists():
 
 
 def test_a_wrong_count_from_a_per_agent_reward_gets_no_such_hint():
-    caller = RewardCaller(lambda a, b: [1.0, 2.0], num_agents=2)
+    # 4 values for 3 joint actions of 2 agents: neither shared nor per-agent (2 values per call
+    # is the 1.4.3 per-agent style and is accepted)
+    caller = RewardCaller(lambda a, b: [1.0, 2.0, 3.0, 4.0], num_agents=2)
     with pytest.raises(RewardError) as info:
         caller([["a", "b", "c"], ["d", "e", "f"]], prompts=["p"] * 3, batch_items=[{}] * 3)
     assert "one list of completions per agent" not in str(info.value)
