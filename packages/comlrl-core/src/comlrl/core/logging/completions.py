@@ -191,7 +191,7 @@ class CompletionReporting:
     @property
     def completion_rows_per_log(self) -> int:
         """How many rows each training log record gets (0: completions are not logged)."""
-        return int(getattr(self.args, "log_completions", 0) or 0)
+        return self.args.log_completions
 
     def offer_completions(self, make_rows: Callable[[], Sequence[dict[str, Any]]]) -> None:
         """Offer the rows of a collected batch; ``make_rows`` runs only when completions are
