@@ -1,6 +1,6 @@
 """The optimisation steps of the actor-critic trainers: mini-batching a drained buffer, the
-actor's REINFORCE-with-baseline step and the critic's regression step, each one padded forward
-per micro-batch."""
+actor's step (REINFORCE with the critic's advantage, or its clipped-ratio form) and the
+critic's regression step, each one padded forward per micro-batch."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from comlrl.ac.ppo import actor_loss
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
@@ -20,6 +21,17 @@ from comlrl.core.optim import apply_step, loss_is_usable
 def mean_or_nan(values: Sequence[float]) -> float:
     """The mean, or NaN for an empty list (a step that was skipped)."""
     return float(np.mean(values)) if values else float("nan")
+
+
+def collect_metrics(found: dict[str, list[float]], metrics: dict[str, float]) -> None:
+    """Append each of ``metrics`` to its list in ``found``."""
+    for key, value in metrics.items():
+        found.setdefault(key, []).append(value)
+
+
+def mean_metrics(found: dict[str, list[float]]) -> dict[str, float]:
+    """The mean of each list in ``found``."""
+    return {key: float(np.mean(values)) for key, values in found.items()}
 
 
 class OptimizationSteps:
@@ -59,14 +71,17 @@ class OptimizationSteps:
     # ------------------------------------------------------------------ optimisation steps
     def _policy_step(
         self, agent: int, batch: list[RolloutSample], advs: list[float]
-    ) -> tuple[float, float] | None:
-        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs, no
-        ratio, no clipping), one padded forward per micro-batch (rows grouped by length, so
-        little padding; the loss is a sum over rows, so the grouping does not change it)."""
+    ) -> tuple[float, float, dict[str, float]] | None:
+        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs), or
+        its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
+        one padded forward per micro-batch (rows grouped by length, so little padding; the loss
+        is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
+        norm and the ratio's metrics (none on-policy)."""
         model, opt = self.agents[agent], self.agent_optimizers[agent]
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
+        found: dict[str, list[float]] = {}
         parts = score_parts(
             model,
             [s.prompt_ids for s in batch],
@@ -80,13 +95,15 @@ class OptimizationSteps:
             w = torch.tensor(
                 [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
             )
-            loss = -(w * lp.sequence_sum()).sum()
+            loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
             what = f"{self.algorithm_name} actor (agent {agent}) loss"
             if not loss_is_usable(self, loss, what, [opt]):
                 return None
             loss.backward()
             total += loss.item()
-        return total, apply_step(self, model.parameters(), opt, agent=agent)
+            collect_metrics(found, metrics)
+        norm = apply_step(self, model.parameters(), opt, agent=agent)
+        return total, norm, mean_metrics(found)
 
     def _critic_step(
         self,
