@@ -43,6 +43,10 @@ def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSa
                 [s.completion_ids for s in flat],
                 pad_id=trainer.tokenizers[i].pad_token_id,
                 max_tokens=trainer.args.logprob_max_tokens,
+                # the update's kernel, so that at the rollout policy the ratios are 1 to the bit
+                # wherever the forwards' shapes agree
+                dedupe=False,
+                layout="padded",
             )
         finally:
             model.train(was)
