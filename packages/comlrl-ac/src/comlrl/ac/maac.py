@@ -24,7 +24,7 @@ from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import MAACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
-from comlrl.ac.steps import collect_metrics, mean_metrics, mean_or_nan
+from comlrl.ac.steps import StepLog, mean_or_nan
 from comlrl.ac.targets import explained_variance, gae_tails, spread_values, td_target
 from comlrl.ac.values import (
     last_token_values,
@@ -234,21 +234,12 @@ class MAACTrainer(ActorCriticTrainerBase):
     def _update_actor(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
         rng = random.Random(seed)
         self.agents[agent].train()
-        losses, norms = [], []
-        found: dict[str, list[float]] = {}
-        # Each pass reshuffles the same samples and advantages (num_iterations).
-        for _ in range(self.args.num_iterations):
-            for batch, advs in self._actor_batches(samples, rng):
-                result = self._policy_step(agent, batch, advs)
-                if result is not None:
-                    losses.append(result[0])
-                    norms.append(result[1])
-                    collect_metrics(found, result[2])
-        return {
-            "actor_loss": mean_or_nan(losses),
-            "grad_norm": mean_or_nan(norms),
-            **mean_metrics(found),
-        }
+        log = StepLog("actor_loss", "grad_norm")
+        for batch, advs in self._update_batches(samples, rng):
+            result = self._policy_step(agent, batch, advs)
+            if result is not None:
+                log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
+        return log.means()
 
     def _update_critic(self, joint: list[JointSample], rng: random.Random) -> float:
         """Once per joint sample: shuffled mini-batches of ``train_batch_size``."""

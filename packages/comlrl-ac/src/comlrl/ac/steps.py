@@ -23,15 +23,22 @@ def mean_or_nan(values: Sequence[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def collect_metrics(found: dict[str, list[float]], metrics: dict[str, float]) -> None:
-    """Append each of ``metrics`` to its list in ``found``."""
-    for key, value in metrics.items():
-        found.setdefault(key, []).append(value)
+class StepLog:
+    """Per-step values of an update (losses, norms, the ratio's metrics), averaged at the end.
 
+    ``required`` names are always reported, as NaN when every step was skipped."""
 
-def mean_metrics(found: dict[str, list[float]]) -> dict[str, float]:
-    """The mean of each list in ``found``."""
-    return {key: float(np.mean(values)) for key, values in found.items()}
+    def __init__(self, *required: str):
+        self.values: dict[str, list[float]] = {name: [] for name in required}
+
+    def add(self, metrics: dict[str, float]) -> None:
+        """Record one step's values."""
+        for key, value in metrics.items():
+            self.values.setdefault(key, []).append(value)
+
+    def means(self) -> dict[str, float]:
+        """Each name's mean over the recorded steps (NaN for none)."""
+        return {key: mean_or_nan(values) for key, values in self.values.items()}
 
 
 class OptimizationSteps:
@@ -68,6 +75,14 @@ class OptimizationSteps:
                 batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
         return batches
 
+    def _update_batches(
+        self, samples: list[RolloutSample], rng: random.Random
+    ) -> list[tuple[list[RolloutSample], list[float]]]:
+        """The mini-batches of ``num_iterations`` passes over a drained buffer, each pass
+        reshuffled; the advantages (and the critics' targets) stay those of the rollout."""
+        passes = range(self.args.num_iterations)
+        return [b for _ in passes for b in self._actor_batches(samples, rng)]
+
     # ------------------------------------------------------------------ optimisation steps
     def _policy_step(
         self, agent: int, batch: list[RolloutSample], advs: list[float]
@@ -81,7 +96,7 @@ class OptimizationSteps:
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        found: dict[str, list[float]] = {}
+        log = StepLog()
         parts = score_parts(
             model,
             [s.prompt_ids for s in batch],
@@ -101,9 +116,9 @@ class OptimizationSteps:
                 return None
             loss.backward()
             total += loss.item()
-            collect_metrics(found, metrics)
+            log.add(metrics)
         norm = apply_step(self, model.parameters(), opt, agent=agent)
-        return total, norm, mean_metrics(found)
+        return total, norm, log.means()
 
     def _critic_step(
         self,
