@@ -60,6 +60,16 @@ COMMON = {
         st.floats(0.0, 1.0),
         st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3), st.just(float("nan"))),
     ),
+    "policy_loss": (st.sampled_from(["reinforce", "ppo"]), st.sampled_from(["gspo", "", None, 3])),
+    "num_iterations": (st.integers(1, 8), bad_pos_int),
+    "epsilon": (
+        st.floats(1e-6, 0.999),
+        st.one_of(st.floats(-1, 0), st.floats(1, 3), st.just(float("nan")), st.just(None)),
+    ),
+    "epsilon_high": (
+        st.one_of(st.none(), st.floats(1e-6, 5)),
+        st.one_of(st.floats(-1, 0), st.just(float("inf")), st.just("x")),
+    ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),
     "eval_batch_size": (pos_int, bad_pos_int),
@@ -112,6 +122,8 @@ def _extra(cls, field):
         return {"reference_kl_enabled": True, "num_agents": 2}
     if field in ("num_turns", "num_generations"):
         return {"num_turns": 1} if field == "num_generations" else {"num_generations": 1}
+    if field in ("num_iterations", "epsilon", "epsilon_high"):
+        return {"policy_loss": "ppo"}
     if cls is IACConfig and field == "value_head_hidden_dim":
         return {"use_separate_critic": False}
     return real_model_extra(field)

@@ -84,8 +84,14 @@ class Crash(RuntimeError):
 
 @pytest.mark.parametrize(
     "cls, overrides",
-    [(IACTrainer, {}), (IACTrainer, {"use_separate_critic": False}), (MAACTrainer, {})],
-    ids=["iac-critics", "iac-value-heads", "maac"],
+    [
+        (IACTrainer, {}),
+        (IACTrainer, {"use_separate_critic": False}),
+        (MAACTrainer, {}),
+        # buffered samples carry their rollout log-probs through the checkpoint
+        (IACTrainer, {"policy_loss": "ppo", "num_iterations": 2}),
+    ],
+    ids=["iac-critics", "iac-value-heads", "maac", "ippo"],
 )
 def test_resume_equals_uninterrupted(tmp_path, tiny_dir, cls, overrides):
     reference = make(cls, tiny_dir, tmp_path / "reference", 2, **overrides)

@@ -1,6 +1,7 @@
 """What IAC and MAAC share: construction order, episode collection (rollout → KL shaping →
-old values → TD targets → GAE(λ)), per-agent buffers and resumable state. The optimisation steps live in
-:mod:`comlrl.ac.steps`, metrics and evaluation in :mod:`comlrl.ac.reporting`, critic placement
+rollout log-probs for the ratio loss → old values → TD targets → GAE(λ)), per-agent buffers
+and resumable state. The optimisation steps live in :mod:`comlrl.ac.steps` (the actor's loss in
+:mod:`comlrl.ac.ppo`), metrics and evaluation in :mod:`comlrl.ac.reporting`, critic placement
 in :mod:`comlrl.ac.critics`.
 
 A family fills in the critic: how it is built and placed (``_resolve_critic_sources``,
@@ -18,6 +19,7 @@ import torch
 
 from comlrl.ac.config import ActorCriticConfig
 from comlrl.ac.critics import CriticSetup
+from comlrl.ac.ppo import attach_old_logps
 from comlrl.ac.reporting import ActorCriticReporting
 from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
 from comlrl.ac.steps import OptimizationSteps
@@ -216,6 +218,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
         nodes = [node for root in roots for node in root.walk()]
         index = {id(n): j for j, n in enumerate(nodes)}
         samples = self._tree_samples(nodes)
+        attach_old_logps(self, samples)
         with self.timed("values"):
             values, aux = self._estimate_values(nodes)
         gamma = self.args.discount

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import FallsBackTo, Integer, Noted, Number, knob
+from comlrl.core.config.fields import Choice, FallsBackTo, Integer, Noted, Number, knob
 from comlrl.core.config.knobs import (
     CRITIC_DEVICES,
     CRITIC_LEARNING_RATE,
@@ -27,7 +27,11 @@ from comlrl.core.config.knobs import (
 )
 from comlrl.core.devices import validate_device_spec
 
-__all__ = ["CRITIC_TYPES", "ActorCriticConfig", "IACConfig", "MAACConfig"]
+__all__ = ["ACTOR_LOSSES", "CRITIC_TYPES", "ActorCriticConfig", "IACConfig", "MAACConfig"]
+
+# The actor's loss: the on-policy REINFORCE-with-baseline loss, or PPO's clipped token ratio.
+ACTOR_LOSSES = ("reinforce", "ppo")
+_DEFAULT_EPSILON = 0.2
 
 
 @dataclass
@@ -54,6 +58,34 @@ class ActorCriticConfig(CommonConfig):
         "r_t + γ·V(h_{t+1}) - V(h_t) (as in 1.4.3); 1: the Monte-Carlo return minus V(h_t).",
         check=Number(0.0, 1.0),
     )
+    policy_loss: str = knob(
+        "reinforce",
+        help="The actor's loss: `reinforce` weights each completion's summed log-probability "
+        "by its advantage (on-policy, as in 1.4.3); `ppo` clips a per-token ratio to the "
+        "rollout policy's log-probs (IAC becomes IPPO, MAAC becomes MAPPO) and logs "
+        "`agent_{i}/clip_fraction` and `agent_{i}/approx_kl`.",
+        check=Choice(ACTOR_LOSSES),
+    )
+    num_iterations: int = knob(
+        1,
+        help="Passes over each drained buffer: every pass reshuffles and takes one actor step "
+        "(and one critic step) per mini-batch, with the advantages and value targets computed "
+        "once at rollout. More than 1 needs `policy_loss` `ppo`, whose ratio corrects for the "
+        "policy having moved since the rollout.",
+        check=Integer(1),
+    )
+    epsilon: float = knob(
+        _DEFAULT_EPSILON,
+        help="Clip range of the `ppo` actor loss: each token's ratio is kept within "
+        "[1 − epsilon, 1 + epsilon_high].",
+        check=Number(0.0, 1.0, min_inclusive=False, max_inclusive=False),
+    )
+    epsilon_high: float | None = knob(
+        None,
+        help="Upper clip range of the `ppo` actor loss (clip-higher, as in DAPO); None uses "
+        "`epsilon`.",
+        check=Number(0.0, min_inclusive=False, optional=True),
+    )
 
     _family = "Actor-critic"
 
@@ -66,6 +98,24 @@ class ActorCriticConfig(CommonConfig):
                 f"num_turns={self.num_turns})."
             )
         self._check_critic_devices()
+        self._check_actor_loss()
+
+    def _check_actor_loss(self) -> None:
+        """Reusing a rollout or setting a clip range needs the ratio loss."""
+        if self.policy_loss == "ppo":
+            return
+        fix = "set policy_loss='ppo' for clipped updates"
+        if self.num_iterations > 1:
+            raise ValueError(
+                f"num_iterations={self.num_iterations} reuses each rollout, but "
+                f"policy_loss={self.policy_loss!r} forms no ratio to correct for the policy's "
+                f"change; {fix}, or num_iterations=1."
+            )
+        if self.epsilon != _DEFAULT_EPSILON or self.epsilon_high is not None:
+            raise ValueError(
+                f"epsilon={self.epsilon} / epsilon_high={self.epsilon_high} have no effect: "
+                f"policy_loss={self.policy_loss!r} clips nothing; {fix}."
+            )
 
     def _check_critic_devices(self) -> None:
         """Family-specific rules for ``critic_devices``."""

@@ -12,8 +12,9 @@ import torch
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import IACConfig
 from comlrl.ac.critics import resolve_critic_sources
+from comlrl.ac.ppo import actor_loss
 from comlrl.ac.samples import RolloutSample
-from comlrl.ac.steps import mean_or_nan
+from comlrl.ac.steps import StepLog
 from comlrl.ac.targets import spread_values, value_error
 from comlrl.ac.values import (
     build_value_head,
@@ -188,17 +189,16 @@ class IACTrainer(ActorCriticTrainerBase):
 
     def _update_agent(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
         rng = random.Random(seed)
-        actor_losses, critic_losses, norms = [], [], []
+        log = StepLog("actor_loss", "critic_loss", "grad_norm")
         backbone, head = self._value_modules(agent)
         for module in (self.agents[agent], backbone, head):
             module.train()
         pad = self.tokenizers[agent].pad_token_id
-        for batch, advs in self._actor_batches(samples, rng):
+        for batch, advs in self._update_batches(samples, rng):
             if self.separate_critics:
                 result = self._policy_step(agent, batch, advs)
                 if result is not None:
-                    actor_losses.append(result[0])
-                    norms.append(result[1])
+                    log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
                 err = self._critic_step(
                     self.critics[agent],
                     self.critic_optimizers[agent],
@@ -209,18 +209,13 @@ class IACTrainer(ActorCriticTrainerBase):
                     f"agent {agent}",
                 )
                 if err is not None:
-                    critic_losses.append(err)
+                    log.add({"critic_loss": err})
             else:
                 result = self._shared_step(agent, batch, advs)
                 if result is not None:
-                    actor_losses.append(result[0])
-                    critic_losses.append(result[1])
-                    norms.append(result[2])
-        return {
-            "actor_loss": mean_or_nan(actor_losses),
-            "critic_loss": mean_or_nan(critic_losses),
-            "grad_norm": mean_or_nan(norms),
-        }
+                    actor, err, norm, ratio = result
+                    log.add({"actor_loss": actor, "critic_loss": err, "grad_norm": norm, **ratio})
+        return log.means()
 
     def _shared_step(self, agent: int, batch: list[RolloutSample], advs: list[float]):
         """One step on ``L_π + value_loss_coef · L_V`` where log-probs and values come from the
@@ -234,6 +229,7 @@ class IACTrainer(ActorCriticTrainerBase):
         size = len(batch)
         opt.zero_grad(set_to_none=True)
         actor_total, err_total = 0.0, 0.0
+        log = StepLog()
         for idx in micro_batches(lengths, a.logprob_max_tokens):
             lp, values = logprobs_and_values(
                 model,
@@ -249,7 +245,7 @@ class IACTrainer(ActorCriticTrainerBase):
                 [batch[j].value_target for j in idx], dtype=values.dtype, device=device
             )
             o = torch.tensor([batch[j].old_value for j in idx], dtype=values.dtype, device=device)
-            policy_loss = -(w * lp.sequence_sum().to(device)).sum()
+            policy_loss, metrics = actor_loss(a, lp, w, [batch[j] for j in idx])
             err = value_error(values, t, o, a.value_clip_range)
             loss = policy_loss + a.value_loss_coef * err.sum() / size
             what = f"{self.algorithm_name} actor+value (agent {agent}) loss"
@@ -258,8 +254,10 @@ class IACTrainer(ActorCriticTrainerBase):
             loss.backward()
             actor_total += policy_loss.item()
             err_total += err.detach().sum().item()
+            log.add(metrics)
         params = list(model.parameters()) + list(head.parameters())
-        return actor_total, err_total / size, apply_step(self, params, opt, agent=agent)
+        norm = apply_step(self, params, opt, agent=agent)
+        return actor_total, err_total / size, norm, log.means()
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:

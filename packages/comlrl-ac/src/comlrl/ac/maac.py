@@ -24,7 +24,7 @@ from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import MAACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
-from comlrl.ac.steps import mean_or_nan
+from comlrl.ac.steps import StepLog, mean_or_nan
 from comlrl.ac.targets import explained_variance, gae_tails, spread_values, td_target
 from comlrl.ac.values import (
     last_token_values,
@@ -216,7 +216,11 @@ class MAACTrainer(ActorCriticTrainerBase):
         stats = self.workers.map(
             lambda i, arg: self._update_actor(i, *arg), list(zip(buffers, seeds[:-1]))
         )
-        critic_loss = self._update_critic(joint, random.Random(seeds[-1]))
+        critic_rng = random.Random(seeds[-1])
+        # The critic makes as many passes as the actors, towards the targets of the rollout.
+        critic_loss = mean_or_nan(
+            [self._update_critic(joint, critic_rng) for _ in range(self.args.num_iterations)]
+        )
         metrics: dict[str, float] = {}
         for i, st in enumerate(stats):
             metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
@@ -230,13 +234,12 @@ class MAACTrainer(ActorCriticTrainerBase):
     def _update_actor(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
         rng = random.Random(seed)
         self.agents[agent].train()
-        losses, norms = [], []
-        for batch, advs in self._actor_batches(samples, rng):
+        log = StepLog("actor_loss", "grad_norm")
+        for batch, advs in self._update_batches(samples, rng):
             result = self._policy_step(agent, batch, advs)
             if result is not None:
-                losses.append(result[0])
-                norms.append(result[1])
-        return {"actor_loss": mean_or_nan(losses), "grad_norm": mean_or_nan(norms)}
+                log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
+        return log.means()
 
     def _update_critic(self, joint: list[JointSample], rng: random.Random) -> float:
         """Once per joint sample: shuffled mini-batches of ``train_batch_size``."""

@@ -21,7 +21,9 @@ class RolloutSample:
     after KL shaping (logged as ``expected_return``; ``discount`` enters only the TD target);
     ``old_value`` the critic's estimate at rollout; ``value_target`` the TD(0) target
     ``r + γ·V(h')`` (``r`` at the last turn), or the λ-return with ``gae_lambda`` > 0;
-    ``advantage`` is ``value_target - old_value`` before normalization. Eval samples carry None in the critic fields.
+    ``advantage`` is ``value_target - old_value`` before normalization; ``old_logps`` the
+    completion's per-token log-probs at rollout (only with ``policy_loss="ppo"``). Eval samples
+    carry None in the critic fields.
     """
 
     agent_idx: int
@@ -39,6 +41,8 @@ class RolloutSample:
     env_step: int = 0
     reference_kl: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-token log-probs of the completion under the rollout policy (`policy_loss="ppo"`).
+    old_logps: list[float] | None = None
 
     @property
     def shaped_reward(self) -> float:

@@ -1,6 +1,6 @@
 """The optimisation steps of the actor-critic trainers: mini-batching a drained buffer, the
-actor's REINFORCE-with-baseline step and the critic's regression step, each one padded forward
-per micro-batch."""
+actor's step (REINFORCE with the critic's advantage, or its clipped-ratio form) and the
+critic's regression step, each one padded forward per micro-batch."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from comlrl.ac.ppo import actor_loss
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
@@ -20,6 +21,24 @@ from comlrl.core.optim import apply_step, loss_is_usable
 def mean_or_nan(values: Sequence[float]) -> float:
     """The mean, or NaN for an empty list (a step that was skipped)."""
     return float(np.mean(values)) if values else float("nan")
+
+
+class StepLog:
+    """Per-step values of an update (losses, norms, the ratio's metrics), averaged at the end.
+
+    ``required`` names are always reported, as NaN when every step was skipped."""
+
+    def __init__(self, *required: str):
+        self.values: dict[str, list[float]] = {name: [] for name in required}
+
+    def add(self, metrics: dict[str, float]) -> None:
+        """Record one step's values."""
+        for key, value in metrics.items():
+            self.values.setdefault(key, []).append(value)
+
+    def means(self) -> dict[str, float]:
+        """Each name's mean over the recorded steps (NaN for none)."""
+        return {key: mean_or_nan(values) for key, values in self.values.items()}
 
 
 class OptimizationSteps:
@@ -56,17 +75,28 @@ class OptimizationSteps:
                 batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
         return batches
 
+    def _update_batches(
+        self, samples: list[RolloutSample], rng: random.Random
+    ) -> list[tuple[list[RolloutSample], list[float]]]:
+        """The mini-batches of ``num_iterations`` passes over a drained buffer, each pass
+        reshuffled; the advantages (and the critics' targets) stay those of the rollout."""
+        passes = range(self.args.num_iterations)
+        return [b for _ in passes for b in self._actor_batches(samples, rng)]
+
     # ------------------------------------------------------------------ optimisation steps
     def _policy_step(
         self, agent: int, batch: list[RolloutSample], advs: list[float]
-    ) -> tuple[float, float] | None:
-        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs, no
-        ratio, no clipping), one padded forward per micro-batch (rows grouped by length, so
-        little padding; the loss is a sum over rows, so the grouping does not change it)."""
+    ) -> tuple[float, float, dict[str, float]] | None:
+        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs), or
+        its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
+        one padded forward per micro-batch (rows grouped by length, so little padding; the loss
+        is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
+        norm and the ratio's metrics (none on-policy)."""
         model, opt = self.agents[agent], self.agent_optimizers[agent]
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
+        log = StepLog()
         parts = score_parts(
             model,
             [s.prompt_ids for s in batch],
@@ -80,13 +110,15 @@ class OptimizationSteps:
             w = torch.tensor(
                 [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
             )
-            loss = -(w * lp.sequence_sum()).sum()
+            loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
             what = f"{self.algorithm_name} actor (agent {agent}) loss"
             if not loss_is_usable(self, loss, what, [opt]):
                 return None
             loss.backward()
             total += loss.item()
-        return total, apply_step(self, model.parameters(), opt, agent=agent)
+            log.add(metrics)
+        norm = apply_step(self, model.parameters(), opt, agent=agent)
+        return total, norm, log.means()
 
     def _critic_step(
         self,

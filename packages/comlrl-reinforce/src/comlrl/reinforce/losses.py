@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from comlrl.core.algos import register_policy_loss
+from comlrl.core.ratio import clip_range, clipped_surrogate, token_ratio_loss
 
 
 @register_policy_loss("reinforce")
@@ -20,45 +21,6 @@ def reinforce_loss(logps, old_logps, advantages, row_weights, config: Any):
     return loss, {}
 
 
-def clipped_surrogate(
-    log_ratio: torch.Tensor,
-    mask: torch.Tensor,
-    advantages: torch.Tensor,
-    row_weights: torch.Tensor,
-    eps_low: float,
-    eps_high: float,
-    token_log_ratio: torch.Tensor | None = None,
-):
-    """PPO's clipped surrogate ``-sum_r w_r sum_t min(rho A_r, clip(rho, 1-eps_low, 1+eps_high)
-    A_r)`` with ``rho = exp(log_ratio)`` per token (``[rows, tokens]``), and its metrics:
-    ``clip_fraction`` (share of tokens whose clipped branch is the active one) and
-    ``approx_kl`` (mean ``rho - 1 - log rho`` over tokens of ``token_log_ratio``, default
-    ``log_ratio``: an estimate of KL(old || new))."""
-    ratio = torch.exp(log_ratio)
-    adv = advantages.unsqueeze(-1)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
-    per_token = -torch.minimum(unclipped, clipped) * mask
-    loss = (row_weights * per_token.sum(-1)).sum()
-    with torch.no_grad():
-        tokens = mask.sum().clamp(min=1.0)
-        active = ((ratio < 1.0 - eps_low) & (adv < 0)) | ((ratio > 1.0 + eps_high) & (adv > 0))
-        lr = log_ratio if token_log_ratio is None else token_log_ratio
-        approx_kl = ((torch.exp(lr) - 1.0 - lr) * mask).sum() / tokens
-        metrics = {
-            "clip_fraction": float((active.float() * mask).sum() / tokens),
-            "approx_kl": float(approx_kl),
-        }
-    return loss, metrics
-
-
-def clip_range(config: Any) -> tuple[float, float]:
-    """``(epsilon, epsilon_high)`` of the config; ``epsilon_high`` None is ``epsilon``."""
-    low = float(config.epsilon)
-    high = config.epsilon_high
-    return low, low if high is None else float(high)
-
-
 @register_policy_loss("ppo", needs_old_logps=True)
 def ppo_loss(logps, old_logps, advantages, row_weights, config: Any):
     """Token-level clipped ratio (PPO; clip-higher with ``epsilon_high``): ``rho_t =
@@ -66,10 +28,7 @@ def ppo_loss(logps, old_logps, advantages, row_weights, config: Any):
 
     At the rollout policy (the first of ``num_iterations`` passes) every ``rho_t`` is 1 and the
     gradient is the ``reinforce`` loss's; the loss value is the surrogate's."""
-    mask = logps.mask
-    log_ratio = (logps.values - old_logps) * mask
-    low, high = clip_range(config)
-    return clipped_surrogate(log_ratio, mask, advantages, row_weights, low, high)
+    return token_ratio_loss(logps, old_logps, advantages, row_weights, config)
 
 
 @register_policy_loss("gspo", needs_old_logps=True)
@@ -122,12 +81,3 @@ def row_weights(
 def as_tensor(values: Sequence[float], device) -> torch.Tensor:
     """``values`` as a float32 tensor on ``device`` (the dtype the losses accumulate in)."""
     return torch.tensor(list(values), dtype=torch.float32, device=device)
-
-
-def padded_rows(rows: Sequence[Sequence[float]], width: int, device) -> torch.Tensor:
-    """Per-token values of each row, left-aligned and zero-padded to ``width`` columns (the
-    layout of :class:`~comlrl.core.logprobs.TokenLogprobs`)."""
-    out = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
-    for r, values in enumerate(rows):
-        out[r, : len(values)] = torch.tensor(list(values)[:width], dtype=torch.float32)
-    return out

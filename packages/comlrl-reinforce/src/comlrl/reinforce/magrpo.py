@@ -19,6 +19,7 @@ from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, 
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.ratio import padded_rows
 from comlrl.core.reference import reference_models_for
 from comlrl.core.rewards.report import agent_reward_metrics, node_agent_reward_mean
 from comlrl.core.rewards.weighted import WeightedRewards
@@ -34,7 +35,7 @@ from comlrl.reinforce.extras import attach_extras
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
-from comlrl.reinforce.losses import as_tensor, padded_rows, row_weights
+from comlrl.reinforce.losses import as_tensor, row_weights
 
 
 @dataclass

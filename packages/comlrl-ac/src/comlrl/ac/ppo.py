@@ -1,0 +1,89 @@
+"""The actor's loss of the actor-critic family: on-policy REINFORCE with the critic's
+advantage (``policy_loss="reinforce"``, as in 1.4.3), or PPO's clipped token ratio to the
+rollout policy (``policy_loss="ppo"``), which makes IAC IPPO and MAAC MAPPO and lets
+``num_iterations`` passes reuse one rollout. The clipping itself is core's
+(:mod:`comlrl.core.ratio`), shared with the REINFORCE family's ratio losses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from comlrl.ac.samples import RolloutSample
+from comlrl.core.logprobs import TokenLogprobs, score
+from comlrl.core.ratio import padded_rows, token_ratio_loss
+
+
+def uses_ratio(args: Any) -> bool:
+    """Whether the actor's loss forms a ratio to the rollout policy (and so needs its
+    log-probs)."""
+    return args.policy_loss == "ppo"
+
+
+def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSample]]]) -> None:
+    """Fill every sample's ``old_logps`` with its completion's per-token log-probs under the
+    agent's current (rollout) policy, without gradients, when the ratio loss is on.
+
+    ``samples`` is ``[agent][node][action]``. The actors are scored in eval mode (no dropout),
+    the mode their rollout sampled in, and left in the mode they were in."""
+    if not uses_ratio(trainer.args):
+        return
+
+    def run(i: int, _arg) -> list[list[float]]:
+        flat = [s for per_node in samples[i] for s in per_node]
+        model = trainer.agents[i]
+        was = model.training
+        model.eval()
+        try:
+            lp = score(
+                model,
+                [s.prompt_ids for s in flat],
+                [s.completion_ids for s in flat],
+                pad_id=trainer.tokenizers[i].pad_token_id,
+                max_tokens=trainer.args.logprob_max_tokens,
+                # the update's kernel, so that at the rollout policy the ratios are 1 to the bit
+                # wherever the forwards' shapes agree
+                dedupe=False,
+                layout="padded",
+            )
+        finally:
+            model.train(was)
+        return [row[: len(s.completion_ids)] for row, s in zip(lp.values.tolist(), flat)]
+
+    for i, rows in enumerate(trainer.workers.map(run)):
+        flat = [s for per_node in samples[i] for s in per_node]
+        for s, row in zip(flat, rows):
+            s.old_logps = row
+
+
+def actor_loss(
+    args: Any,
+    logps: TokenLogprobs,
+    weighted_advantages: torch.Tensor,
+    batch: Sequence[RolloutSample],
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The actor's loss over one micro-batch and its metrics.
+
+    ``weighted_advantages`` holds each row's advantage already divided by the mini-batch size
+    (the on-policy loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples
+    (their ``old_logps`` feed the ratio). The loss lies on the device of
+    ``weighted_advantages``. With ``ppo`` at the rollout policy every ratio is 1 and the
+    gradient is exactly the on-policy one; the logged value is then the surrogate's."""
+    w = weighted_advantages
+    if not uses_ratio(args):
+        return -(w * logps.sequence_sum().to(w.device)).sum(), {}
+    missing = [j for j, s in enumerate(batch) if s.old_logps is None]
+    if missing:
+        raise ValueError(
+            f"policy_loss='ppo' needs each sample's rollout log-probs (old_logps), but "
+            f"{len(missing)} of {len(batch)} samples have none; they are taken at rollout when "
+            "policy_loss='ppo' is set before the buffer fills."
+        )
+    device = logps.values.device
+    old = padded_rows([s.old_logps for s in batch], logps.values.shape[1], device)
+    # The advantages carry the 1/batch weight, so every row weighs 1 in the surrogate.
+    ones = torch.ones(len(batch), dtype=torch.float32, device=device)
+    loss, metrics = token_ratio_loss(logps, old, w.to(device), ones, args)
+    return loss.to(w.device), metrics
