@@ -38,7 +38,8 @@ def _commit() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+            # results files change during runs; any other change or new file is "dirty"
+            ["git", "-C", root, "status", "--porcelain", "--", ".", ":!benchmarks/results"],
             capture_output=True,
             text=True,
             check=True,
