@@ -140,3 +140,18 @@ def test_docs_page_matches_the_committed_results():
     assert table.generated_block(page) == expected, (
         "docs/learning.md is out of date: run `python -m benchmarks.learning table`"
     )
+
+
+def test_table_command_rewrites_only_the_generated_block(results_file, tmp_path, capsys):
+    from benchmarks.learning.__main__ import main
+
+    docs = tmp_path / "learning.md"
+    docs.write_text(f"# page\n{table.START}\nstale\n{table.END}\nreading\n")
+    assert main(["table", "--results", results_file, "--docs", str(docs)]) == 0
+    page = docs.read_text()
+    assert table.generated_block(page) == table.render(table.read_results(results_file))
+    assert page.startswith("# page\n") and page.endswith("\nreading\n")
+    assert main(["--list"]) == 0
+    listing = capsys.readouterr().out
+    assert "ippo [menu; iac; length_ratio]" in listing
+    assert "madpo [algorithm; madpo; length_ratio,coding] (examples/madpo.yaml" in listing
