@@ -23,6 +23,7 @@ DIAGNOSTICS = (
 
 
 POSTHOC_SAMPLES = 8
+EVAL_KEY = "eval/turn_1/reward_mean"
 
 
 def _posthoc(trainer, task: str, reward_func, samples: int) -> dict[str, float]:
@@ -71,6 +72,9 @@ def _train(
     train = [float(r[measures.REWARD_KEY]) for r in rows if measures.REWARD_KEY in r]
     out["train_first_quarter"], out["train_last_quarter"] = measures.quarters(train)
     out["logged_train_steps"] = len(train)
+    # MADPO logs no training reward; its eval reward (the task's, on the eval prompts) still moves
+    evals = [float(r[EVAL_KEY]) for r in rows if EVAL_KEY in r]
+    out["eval_first_quarter"], out["eval_last_quarter"] = measures.quarters(evals)
     out["token_curve"] = measures.reward_curve(rows)
     for key in DIAGNOSTICS:
         values = [r[key] for r in rows if key in r]

@@ -25,6 +25,7 @@ def test_one_tiny_run_writes_one_result_line(tmp_path, capsys, monkeypatch):
     assert line["posthoc_samples"] == 2.0  # 2 prompts x 1 sample
     assert 0.0 <= line["posthoc_reward"] <= 1.0
     assert line["logged_train_steps"] >= 1 and line["generated_tokens"] > 0
+    assert line["eval_last_quarter"] is not None  # eval_at_end evaluates the finished run
     # the logged curve ends at the tokens the backend generated for training
     assert abs(line["token_curve"][-1][0] - line["generated_tokens"]) <= 1
     assert "[1/1] magrpo length_ratio seed 0: post-hoc" in capsys.readouterr().out
