@@ -154,8 +154,12 @@ def render(results: list[dict]) -> str:
     if not results:
         return "No results yet: run `python -m benchmarks.learning`."
     seeds = sorted({line["seed"] for line in results})
-    seed_text = " / ".join(f"seed {s}" for s in seeds)
-    parts = [provenance(results), "", f"Cells with two values give {seed_text}."]
+    if len(seeds) > 1:
+        order = " / ".join(f"seed {s}" for s in seeds)
+        seed_text = f"Cells with one value per seed give {order}, in that order."
+    else:
+        seed_text = f"Every run used seed {seeds[0]}."
+    parts = [provenance(results), "", seed_text]
     for task in ("length_ratio", "coding"):
         if any(line["task"] == task for line in results):
             parts += ["", f"### {TASK_TITLES[task]}", "", algorithm_table(results, task, seeds)]
