@@ -1,0 +1,68 @@
+"""Score a trainer's current agents after training with any task's reward.
+
+The same prompts, samples and seeds for every run of a task, so that the scores compare: each
+agent samples ``samples_per_prompt`` completions per prompt with the training sampling
+settings, seeded per prompt and agent, and sample ``k`` of every agent forms joint action ``k``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def length_ratio_items() -> list[dict]:
+    """The length-ratio scoring prompts: every built-in training topic, then the eval topics
+    (24 prompts; the demo trains on the first 16)."""
+    from comlrl.tasks import length_ratio
+
+    topics = list(length_ratio._TOPICS) + list(length_ratio._EVAL_TOPICS)
+    return length_ratio.dataset(len(topics), topics)
+
+
+def default_items(trainer) -> list[dict]:
+    """A trainer's training prompts followed by its held-out (eval) prompts."""
+    return list(trainer.train_dataset or []) + list(trainer.eval_dataset or [])
+
+
+def posthoc_score(
+    trainer,
+    items: Sequence[dict] | None = None,
+    reward_func: Callable[..., Any] | None = None,
+    samples_per_prompt: int = 8,
+    seed: int = 12345,
+) -> dict[str, float]:
+    """Mean reward of ``trainer``'s agents over ``items`` x ``samples_per_prompt`` joint samples.
+
+    ``items`` defaults to the trainer's training then eval prompts, ``reward_func`` to the
+    trainer's own reward (pass the task's reward when training used a shaped or weighted one).
+    The reward is called like in training (dispatched by its signature, one shared value or
+    one per agent per joint action); per-agent values count as their mean.
+    """
+    from comlrl.core.distributed import item_seed
+    from comlrl.core.rewards import RewardCaller
+
+    if samples_per_prompt < 1:
+        raise ValueError(f"samples_per_prompt must be at least 1, got {samples_per_prompt}.")
+    items = list(items) if items is not None else default_items(trainer)
+    if not items:
+        raise ValueError("items: no prompts to score; give items or a trainer with a dataset.")
+    params = trainer.sampling_params()
+    texts: list[list[str]] = []
+    for agent in range(trainer.num_agents):
+        prompts = [trainer.formatters[agent](item) for item in items]
+        seeds = [item_seed(seed, j, agent) for j in range(len(items))]
+        out = trainer.rollout_backend.generate(agent, prompts, samples_per_prompt, params, seeds)
+        texts.append([t for samples in out for t in samples.texts])
+    joint_items = [item for item in items for _ in range(samples_per_prompt)]
+    prompts = [trainer.formatters[0](item) for item in joint_items]
+    caller = RewardCaller(
+        reward_func if reward_func is not None else trainer.reward_func,
+        num_agents=trainer.num_agents,
+    )
+    rewards = caller.score(texts, prompts=prompts, batch_items=joint_items).shared
+    out = {"posthoc_reward": statistics.mean(rewards), "posthoc_samples": float(len(rewards))}
+    for agent, agent_texts in enumerate(texts):
+        out[f"posthoc_len_agent{agent}"] = statistics.mean(len(t) for t in agent_texts)
+    return out
