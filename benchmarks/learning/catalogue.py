@@ -62,10 +62,6 @@ DPO_ITER_FALLBACK = {**DPO_FALLBACK, "num_iterations": 4, "num_train_epochs": 1}
 RLHF_ITER_FALLBACK = {**RLHF_FALLBACK, "num_iterations": 3, "num_train_epochs": 2}
 CENTRALIZED_FALLBACK = {**SAMPLING, **LOGGING, "num_train_epochs": 6, "max_new_tokens": 48}
 
-# Fields another change adds to the actor-critic configs; rows using them fail validation
-# (and are recorded as failed runs) until it is merged.
-AC_RATIO_FIELDS = ("num_iterations", "epsilon", "epsilon_high")
-
 ALGORITHM, MENU, UNTRAINED = "algorithm", "menu", "untrained"
 
 
@@ -76,8 +72,7 @@ class RunSpec:
     ``section`` holds the algorithm section's fields; with ``example`` set, the section of
     ``examples/<example>`` is read at run time instead when that file is the length-ratio demo
     (``section`` is then the fallback). ``extra_rewards`` adds reward functions (by name, see
-    ``runfile.EXTRA_REWARDS``) next to the task's. ``pending_fields`` lists the section's
-    fields that are not on main yet.
+    ``runfile.EXTRA_REWARDS``) next to the task's.
     """
 
     name: str
@@ -86,7 +81,6 @@ class RunSpec:
     section: dict[str, Any] = field(default_factory=dict)
     example: str | None = None
     extra_rewards: tuple[str, ...] = ()
-    pending_fields: tuple[str, ...] = ()
     note: str = ""
 
     def tasks(self) -> tuple[str, ...]:
@@ -159,16 +153,14 @@ RUNS: tuple[RunSpec, ...] = (
         "ippo",
         "iac",
         MENU,
-        {**IAC_DEMO, "num_iterations": 2, "epsilon": 0.2, "epsilon_high": 0.28},
-        pending_fields=AC_RATIO_FIELDS,
+        {**IAC_DEMO, "policy_loss": "ppo", "num_iterations": 2, "epsilon_high": 0.28},
         note="IAC with 2 clipped passes (IPPO)",
     ),
     RunSpec(
         "mappo",
         "maac",
         MENU,
-        {**AC_DEMO, "num_iterations": 2, "epsilon": 0.2, "epsilon_high": 0.28},
-        pending_fields=AC_RATIO_FIELDS,
+        {**AC_DEMO, "policy_loss": "ppo", "num_iterations": 2, "epsilon_high": 0.28},
         note="MAAC with 2 clipped passes (MAPPO)",
     ),
 )

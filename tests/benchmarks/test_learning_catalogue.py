@@ -31,23 +31,10 @@ def _build_config(spec, task):
 def test_every_section_passes_its_config_validation(spec, task):
     config_cls, build = _build_config(spec, task)
     names = {f.name for f in dataclasses.fields(config_cls)}
-    missing = [f for f in spec.pending_fields if f not in names]
-    if missing:
-        # PENDING (lead: drop this branch once the actor-critic ratio fields are merged): the
-        # row uses fields main does not have yet, so validation must reject them by name and
-        # the harness records the run as failed.
-        with pytest.raises(ValueError, match=missing[0]):
-            build()
-        return
     config = build()
     for name, value in spec.section.items():
         if name in names and task == "length_ratio" and not spec.example:
             assert getattr(config, name) == value, name
-
-
-def test_pending_rows_are_the_actor_critic_ratio_rows():
-    pending = {spec.name for spec in catalogue.RUNS if spec.pending_fields}
-    assert pending == {"ippo", "mappo"}
 
 
 def test_catalogue_covers_every_algorithm_and_names_are_unique():
