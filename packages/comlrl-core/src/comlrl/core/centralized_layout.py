@@ -69,23 +69,22 @@ def parse_lenient(
     """
     text = completion or ""
     tags = list(_any_tag(tag).finditer(text))
-    starts: dict[int, int] = {}
+    starts: dict[int, list[int]] = {}
     for m in tags:
         role = int(m.group(2))
-        if not m.group(1) and role < num_roles and role not in starts:
-            starts[role] = m.end()
+        if not m.group(1) and role < num_roles:
+            starts.setdefault(role, []).append(m.end())
     if first_opened and 0 not in starts:
-        starts[0] = 0
+        starts[0] = [0]
     outputs, produced = [], []
     for i in range(num_roles):
-        if i not in starts:
-            outputs.append("")
-            produced.append(False)
-            continue
-        begin = starts[i]
-        # A section ends at the next tag of any role, open or closing, or at the end.
-        end = next((m.start() for m in tags if m.start() >= begin), len(text))
-        section = text[begin:end].strip()
+        section = ""
+        # The first non-empty section of the role: a tag written twice in a row opens it once.
+        for begin in starts.get(i, []):
+            end = next((m.start() for m in tags if m.start() >= begin), len(text))
+            section = text[begin:end].strip()
+            if section:
+                break
         outputs.append(section)
         produced.append(bool(section))
     return ParsedLayout(outputs, produced)
