@@ -14,8 +14,6 @@ import dataclasses
 import random
 from typing import Any
 
-import torch
-
 from comlrl.core.distributed import item_seed
 from comlrl.core.logprobs import score
 from comlrl.core.optim import apply_step, build_adamw
