@@ -116,10 +116,13 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         reward_func: the multi-agent task reward, called on the split role outputs.
         formatters: one formatter per role (or one shared).
         centralized_adapter: builds the joint prompt and splits the joint completion; defaults to
-            :class:`TaggedCentralizedComparatorAdapter`.
+            :class:`TaggedCentralizedComparatorAdapter` in ``args.centralized_parse`` mode.
 
     Joint completions that hold no role section are scored as all-empty outputs and counted
-    (``centralized/parse_failures`` in the logged metrics).
+    (``centralized/parse_failures``); every training record also carries the share of the
+    step's joint completions that missed a role (``centralized/parse_failure_rate``). With
+    ``args.layout_warmup_steps``, :meth:`train` first teaches the writer the layout
+    (:mod:`comlrl.reinforce.layout_warmup`).
     """
 
     algorithm_name = "MAGRPO"
