@@ -15,7 +15,7 @@ EXAMPLES = {
     "madpo_iter": "iter/current_iteration",
     "marlhf": "reward_model/loss",
     "marlhf_iter": "reward_model/accuracy",
-    "centralized_magrpo": "centralized/parse_failures",
+    "centralized_magrpo": "centralized/parse_failure_rate",
 }
 
 
@@ -32,6 +32,8 @@ def test_yaml_examples_run_through_the_cli(tmp_path, monkeypatch, name):
     ]
     if name.endswith("_iter"):
         overrides.append(f"{name}.num_iterations=2")
+    if name == "centralized_magrpo":
+        overrides.append(f"{name}.layout_warmup_steps=2")
     args = ["train", "--config", str(ROOT / "examples" / f"{name}.yaml")]
     for o in overrides:
         args += ["--set", o]
@@ -46,7 +48,7 @@ def test_yaml_examples_run_through_the_cli(tmp_path, monkeypatch, name):
     [
         ("madpo_length_ratio.py", ["--iterative"], None),
         ("marlhf_length_ratio.py", [], "reward model accuracy"),
-        ("centralized_magrpo_length_ratio.py", [], "without role tags"),
+        ("centralized_magrpo_length_ratio.py", ["--warmup-steps", "2"], "parse-failure rate"),
     ],
 )
 def test_scripts_run(tmp_path, monkeypatch, capsys, tiny_dir, script, extra, expected):

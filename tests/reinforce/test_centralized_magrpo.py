@@ -65,7 +65,13 @@ def test_config_constraints_name_the_field(mode, turns, roles):
 
 def test_inherits_every_magrpo_field():
     names = {f.name for f in dataclasses.fields(CentralizedMAGRPOConfig)}
-    assert names == {f.name for f in dataclasses.fields(MAGRPOConfig)} | {"collaboration_mode"}
+    own = {
+        "collaboration_mode",
+        "centralized_parse",
+        "layout_warmup_steps",
+        "layout_warmup_learning_rate",
+    }
+    assert names == {f.name for f in dataclasses.fields(MAGRPOConfig)} | own
     with pytest.raises(ValueError, match="num_generations"):
         CentralizedMAGRPOConfig(num_generations=1)
 
@@ -142,3 +148,52 @@ def test_malformed_joint_completions_are_counted(tmp_path):
     assert failures > 0  # an untrained tiny model does not write the tags
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert records[-1]["centralized/parse_failures"] == float(failures)
+
+
+def test_layout_settings_are_checked():
+    assert CentralizedMAGRPOConfig().centralized_parse == "lenient"
+    assert CentralizedMAGRPOConfig(centralized_parse=" Strict ").centralized_parse == "strict"
+    with pytest.raises(ValueError, match="centralized_parse must be one of"):
+        CentralizedMAGRPOConfig(centralized_parse="loose")
+    with pytest.raises(ValueError, match="layout_warmup_steps"):
+        CentralizedMAGRPOConfig(layout_warmup_steps=-1)
+    with pytest.raises(ValueError, match="layout_warmup_learning_rate"):
+        CentralizedMAGRPOConfig(layout_warmup_learning_rate=0.0)
+
+
+@pytest.mark.parametrize("mode", ["lenient", "strict"])
+def test_default_adapter_follows_centralized_parse(mode):
+    model, tok = tiny_pair()
+    trainer = CentralizedMAGRPOTrainer(
+        agents=[model],
+        tokenizer=tok,
+        train_dataset=PROMPTS[:1],
+        reward_func=lambda a, b: [0.0] * len(a),
+        args=_config(centralized_parse=mode),
+    )
+    assert trainer.centralized_adapter.mode == mode
+    prompt = trainer.formatters[0](PROMPTS[0])
+    assert prompt.endswith("<agent_0>\n") == (mode == "lenient")
+
+
+def test_parse_failure_rate_and_warmup_in_metrics(tmp_path):
+    model, tok = tiny_pair(seed=3)
+    trainer = CentralizedMAGRPOTrainer(
+        agents=[model],
+        tokenizer=tok,
+        train_dataset=PROMPTS[:2],
+        reward_func=lambda a, b: [float(len(x) > 0) for x in b],
+        args=_config(output_dir=str(tmp_path / "run"), layout_warmup_steps=3),
+    )
+    trainer.train()
+    assert trainer.layout_warmed_up and trainer.state_dict()["layout_warmed_up"] is True
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    train = [r for r in records if "turn_1/reward_mean" in r]
+    rates = [r["centralized/parse_failure_rate"] for r in train]
+    assert len(rates) == len(train) and all(0.0 <= v <= 1.0 for v in rates)
+    fractions = [r["centralized/layout_fraction"] for r in train]
+    # a step's failure rate counts the completions whose layout missed a role
+    assert all(f < 1.0 for f, v in zip(fractions, rates) if v > 0)
+    first = train[0]
+    assert first["centralized/warmup_nll_last"] < first["centralized/warmup_nll_first"]
+    assert all("centralized/warmup_nll_first" not in r for r in train[1:])

@@ -11,11 +11,16 @@ is logged.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from comlrl.core.centralized_layout import (
+    ParsedLayout,
+    check_parse_mode,
+    parse_lenient,
+    parse_strict,
+)
 from comlrl.core.rewards.caller import RewardCaller
 from comlrl.core.rewards.ranges import get_reward_range
 
@@ -40,58 +45,86 @@ class CentralizedComparatorAdapter(Protocol):
     ) -> Sequence[str]: ...
 
 
-def _tag_pattern(tag: str, index: int) -> re.Pattern:
-    name = re.escape(f"{tag}_{index}")
-    return re.compile(rf"<\s*{name}\s*>(.*?)<\s*/\s*{name}\s*>", re.IGNORECASE | re.DOTALL)
-
-
 @dataclass(frozen=True)
 class TaggedCentralizedComparatorAdapter:
-    """Asks for ``<agent_i>...</agent_i>`` sections (0-based) and reads them back.
+    """Asks for ``<agent_i>`` sections (0-based), one per role, and reads them back.
 
-    Parsing takes the first section for each role, stripped; a missing section gives that role
-    an empty string. A completion without a single section raises
+    Args:
+        tag: the tag name (``agent`` gives ``<agent_0>``, ``<agent_1>``, ...).
+        mode: ``strict`` (the default, as in CoMLRL 1.4.3) asks for closed
+            ``<agent_i>...</agent_i>`` blocks and reads only closed blocks. ``lenient`` ends the
+            prompt with role 0's opening tag, so the completion starts inside role 0's section,
+            and reads sections loosely (any case and spacing, closing tags optional, see
+            :func:`~comlrl.core.centralized_layout.parse_lenient`); a reward is then scaled by
+            the share of roles whose section was produced (:attr:`credits_layout`).
+
+    A role whose section is missing reads as ``""``. A completion without a single section raises
     :class:`CentralizedComparatorParseError`.
     """
 
     tag: str = "agent"
+    mode: str = "strict"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", check_parse_mode(self.mode, "adapter mode"))
+
+    @property
+    def credits_layout(self) -> bool:
+        """Whether a joint reward is scaled by the share of the layout that was produced."""
+        return self.mode == "lenient"
+
+    @property
+    def opens_first_section(self) -> bool:
+        """Whether the prompt ends with role 0's opening tag (the completion continues it)."""
+        return self.mode == "lenient"
 
     def build_prompt(self, batch_item: Any, agent_prompts: Sequence[str]) -> str:
         """The coordinator prompt: every role's prompt, then the required output layout."""
-        n = len(agent_prompts)
+        n, t = len(agent_prompts), self.tag
+        lenient = self.mode == "lenient"
+        block = f"<{t}_i>...</{t}_i> block" if not lenient else f"<{t}_i> section"
         lines = [
             f"You coordinate a team of {n} agents and write the output of every agent yourself.",
-            f"Write each agent's output inside its own <{self.tag}_i>...</{self.tag}_i> block and "
-            "put nothing outside the blocks.",
+            f"Write each agent's output inside its own {block} and put nothing outside them.",
             "",
         ]
         for i, prompt in enumerate(agent_prompts):
             lines += [f"Task of agent {i}:", str(prompt), ""]
-        lines.append("Answer in exactly this layout:")
-        lines += [f"<{self.tag}_{i}>\n...\n</{self.tag}_{i}>" for i in range(n)]
+        if not lenient:
+            lines.append("Answer in exactly this layout:")
+            lines += [f"<{t}_{i}>\n...\n</{t}_{i}>" for i in range(n)]
+            return "\n".join(lines)
+        lines.append("Answer in this layout (closing tags are optional):")
+        lines += [f"<{t}_{i}>\n..." for i in range(n)]
+        # The answer starts inside role 0's section: the writer only has to continue it.
+        lines += ["", f"<{t}_0>", ""]
         return "\n".join(lines)
+
+    def parse_layout(self, completion: str, batch_item: Any, num_agents: int) -> ParsedLayout:
+        """Every role's output and whether its section was produced (never raises)."""
+        if self.mode == "strict":
+            return parse_strict(completion, self.tag, num_agents)
+        return parse_lenient(completion, self.tag, num_agents, first_opened=True)
 
     def parse_completion(self, completion: str, batch_item: Any, num_agents: int) -> list[str]:
         """One output per role; raises when no role section is present at all."""
-        outputs: list[str] = []
-        found = 0
-        for i in range(num_agents):
-            match = _tag_pattern(self.tag, i).search(completion or "")
-            if match is None:
-                outputs.append("")
-            else:
-                found += 1
-                outputs.append(match.group(1).strip())
-        if found == 0:
+        layout = self.parse_layout(completion, batch_item, num_agents)
+        if not any(layout.produced):
             raise CentralizedComparatorParseError(
                 f"no <{self.tag}_i> section found in the joint completion "
                 f"(expected {num_agents} sections)."
             )
-        return outputs
+        return layout.outputs
 
     def format_completion(self, outputs: Sequence[str]) -> str:
-        """The joint completion this adapter parses back into ``outputs``."""
-        return "\n".join(f"<{self.tag}_{i}>\n{o}\n</{self.tag}_{i}>" for i, o in enumerate(outputs))
+        """The joint completion this adapter parses back into ``outputs`` (in lenient mode, the
+        text that continues the prompt's opened first section)."""
+        t = self.tag
+        if self.mode == "strict":
+            return "\n".join(f"<{t}_{i}>\n{o}\n</{t}_{i}>" for i, o in enumerate(outputs))
+        parts = [str(outputs[0])] if outputs else []
+        parts += [f"<{t}_{i}>\n{o}" for i, o in enumerate(outputs) if i > 0]
+        return "\n".join(parts)
 
 
 def check_adapter(adapter: Any, name: str = "centralized_adapter") -> Any:
@@ -100,6 +133,35 @@ def check_adapter(adapter: Any, name: str = "centralized_adapter") -> Any:
         if not callable(getattr(adapter, method, None)):
             raise TypeError(f"{name}.{method} must be callable.")
     return adapter
+
+
+class LayoutWindow:
+    """Per-step layout rates: joint completions split since the last :meth:`flush`.
+
+    ``centralized/parse_failure_rate`` is the share of them whose layout was incomplete (at
+    least one role's section missing or empty, so a completion with no section at all counts
+    too), and ``centralized/layout_fraction`` their mean share of roles produced.
+    """
+
+    def __init__(self) -> None:
+        self.count, self.incomplete, self.fraction_sum = 0, 0, 0.0
+
+    def record(self, fraction: float) -> None:
+        """Count one split joint completion that produced ``fraction`` of the roles."""
+        self.count += 1
+        self.incomplete += fraction < 1.0
+        self.fraction_sum += fraction
+
+    def flush(self) -> dict[str, float]:
+        """The rates since the last flush (nothing when no completion was split), then reset."""
+        if not self.count:
+            return {}
+        out = {
+            "centralized/parse_failure_rate": self.incomplete / self.count,
+            "centralized/layout_fraction": self.fraction_sum / self.count,
+        }
+        self.count, self.incomplete, self.fraction_sum = 0, 0, 0.0
+        return out
 
 
 class CentralizedCollaboration:
@@ -112,6 +174,9 @@ class CentralizedCollaboration:
         reward_func: the multi-agent task reward; needed only to use this object as the joint
             actor's reward (``__call__``).
         reward_call_mode: passed to the :class:`RewardCaller` of the task reward.
+
+    With an adapter whose ``credits_layout`` is true (the lenient tagged adapter), each joint
+    reward is multiplied by the share of roles whose section the completion produced.
 
     Attributes:
         parse_failures: joint completions that held no role section (each scored as all-empty).
@@ -139,6 +204,10 @@ class CentralizedCollaboration:
         self.parse_failures = 0
         self.parsed = 0
         self.role_reward_means: list[float] | None = None
+        self.last_fractions: list[float] = []
+        self.layout_window = LayoutWindow()
+        # Set by a trainer to count only training rollouts in the per-step rates.
+        self.recording: Callable[[], bool] | None = None
         self.task_reward = reward_func
         self._caller = None
         self.reward_range = None
@@ -163,20 +232,31 @@ class CentralizedCollaboration:
         return prompt
 
     # ------------------------------------------------------------------ splitting
-    def split(self, completion: str, item: Any) -> list[str]:
-        """Role outputs of one joint completion; a parse failure is counted, never raised."""
-        self.parsed += 1
-        try:
-            outputs = self.adapter.parse_completion(completion, item, self.num_roles)
-        except CentralizedComparatorParseError:
-            self.parse_failures += 1
-            return [""] * self.num_roles
+    def _layout(self, completion: str, item: Any) -> ParsedLayout:
+        parse_layout = getattr(self.adapter, "parse_layout", None)
+        if callable(parse_layout):
+            layout = parse_layout(completion, item, self.num_roles)
+            if not any(layout.produced):
+                raise CentralizedComparatorParseError("no role section in the joint completion.")
+            return layout
+        outputs = self.adapter.parse_completion(completion, item, self.num_roles)
         if isinstance(outputs, (str, bytes)):
             raise TypeError(
                 "Centralized adapter parse_completion must return a sequence of strings, "
                 "not a single string."
             )
         outputs = list(outputs)
+        return ParsedLayout(outputs, [True] * len(outputs))
+
+    def split(self, completion: str, item: Any) -> list[str]:
+        """Role outputs of one joint completion; a parse failure is counted, never raised."""
+        self.parsed += 1
+        try:
+            layout = self._layout(completion, item)
+        except CentralizedComparatorParseError:
+            self.parse_failures += 1
+            layout = ParsedLayout([""] * self.num_roles, [False] * self.num_roles)
+        outputs = layout.outputs
         if len(outputs) != self.num_roles:
             raise ValueError(
                 f"Centralized adapter must return exactly {self.num_roles} outputs, "
@@ -184,6 +264,9 @@ class CentralizedCollaboration:
             )
         if not all(isinstance(o, str) for o in outputs):
             raise TypeError("Centralized adapter outputs must all be strings.")
+        self.last_fractions.append(layout.fraction)
+        if self.recording is None or self.recording():
+            self.layout_window.record(layout.fraction)
         return outputs
 
     def split_many(self, completions: Sequence[str], items: Sequence[Any]) -> list[list[str]]:
@@ -197,17 +280,20 @@ class CentralizedCollaboration:
                 "give one item per completion (or a single item)."
             )
         per_role: list[list[str]] = [[] for _ in range(self.num_roles)]
+        self.last_fractions = []
         for completion, item in zip(completions, items):
             for r, text in enumerate(self.split(completion, item)):
                 per_role[r].append(text)
         return per_role
 
     def stats(self) -> dict[str, float]:
-        """Parse counters for logging."""
+        """Parse counters for logging, with the rates of the joint completions split since the
+        last call (see :class:`LayoutWindow`)."""
         out = {
             "centralized/parse_failures": float(self.parse_failures),
             "centralized/parsed": float(self.parsed),
         }
+        out.update(self.layout_window.flush())
         if self.role_reward_means is not None:
             for r, value in enumerate(self.role_reward_means):
                 out[f"centralized/role_{r}_reward_mean"] = float(value)
@@ -227,13 +313,18 @@ class CentralizedCollaboration:
             items = items * len(completions)
         role_prompts = [self.role_formatters[0](item) for item in items]
         scores = self._caller.score(per_role, prompts=role_prompts, batch_items=items)
+        credit = self.last_fractions if getattr(self.adapter, "credits_layout", False) else None
         # One actor writes every role, so its reward is the team's: with per-role values, their
         # mean. Each role's own mean is kept for the logs.
         if scores.per_agent:
             self.role_reward_means = [
                 sum(scores.agent(r)) / len(scores) for r in range(self.num_roles)
             ]
-        return scores.shared
+        if credit is None:
+            return scores.shared
+        # Partial credit: only the produced share of the layout earns its reward, so an answer
+        # the writer never produced earns nothing.
+        return [float(v) * f for v, f in zip(scores.shared, credit)]
 
     # ------------------------------------------------------------------ eval
     def wrap_eval_logger(self, eval_logger: Callable | None) -> Callable | None:

@@ -18,10 +18,12 @@ from comlrl.core.centralized import (
     centralize,
     check_adapter,
 )
+from comlrl.core.centralized_layout import check_parse_mode
 from comlrl.core.config.fields import knob
-from comlrl.core.config.validation import check_optional_int, normalize_choice
+from comlrl.core.config.validation import check_int, check_optional_int, normalize_choice
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.reinforce.config import MAGRPOConfig
+from comlrl.reinforce.layout_warmup import warm_up_layout
 from comlrl.reinforce.magrpo import MAGRPOTrainer
 
 __all__ = [
@@ -57,10 +59,33 @@ class CentralizedMAGRPOConfig(MAGRPOConfig):
     collaboration_mode: str = knob(
         "centralized", help="Must be `centralized` (aliases: centralised, single_agent)."
     )
+    centralized_parse: str = knob(
+        "lenient",
+        help="How the default tagged adapter reads the joint completion. `lenient`: the prompt "
+        "opens the first role's `<agent_0>` section, tags match loosely (case, spacing, closing "
+        "tags optional) and the reward is scaled by the share of roles produced; `strict`: "
+        "closed `<agent_i>...</agent_i>` blocks only, no scaling (CoMLRL 1.4.3). A "
+        "`centralized_adapter` passed to the trainer is used as it is.",
+    )
+    layout_warmup_steps: int = knob(
+        0,
+        help="Supervised steps before RL that teach the writer the adapter's layout on its own "
+        "answers to each role's prompt (0: none). For models that never sample the layout.",
+    )
+    layout_warmup_learning_rate: float | None = knob(
+        None, help="Learning rate of the layout warm-up (null: `agent_learning_rate`)."
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_optional_int("num_agents", self.num_agents, 1)
+        self.centralized_parse = check_parse_mode(self.centralized_parse, "centralized_parse")
+        check_int("layout_warmup_steps", self.layout_warmup_steps, 0)
+        lr = self.layout_warmup_learning_rate
+        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
+            raise ValueError(
+                f"layout_warmup_learning_rate must be a positive number or null, got {lr!r}."
+            )
         if not isinstance(self.collaboration_mode, str) or (
             COLLABORATION_ALIASES.get(
                 self.collaboration_mode.strip().lower(), self.collaboration_mode.strip().lower()
@@ -91,10 +116,13 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         reward_func: the multi-agent task reward, called on the split role outputs.
         formatters: one formatter per role (or one shared).
         centralized_adapter: builds the joint prompt and splits the joint completion; defaults to
-            :class:`TaggedCentralizedComparatorAdapter`.
+            :class:`TaggedCentralizedComparatorAdapter` in ``args.centralized_parse`` mode.
 
     Joint completions that hold no role section are scored as all-empty outputs and counted
-    (``centralized/parse_failures`` in the logged metrics).
+    (``centralized/parse_failures``); every training record also carries the share of the
+    step's joint completions that missed a role (``centralized/parse_failure_rate``). With
+    ``args.layout_warmup_steps``, :meth:`train` first teaches the writer the layout
+    (:mod:`comlrl.reinforce.layout_warmup`).
     """
 
     algorithm_name = "MAGRPO"
@@ -122,7 +150,7 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         adapter = check_adapter(
             inputs.centralized_adapter
             if inputs.centralized_adapter is not None
-            else TaggedCentralizedComparatorAdapter()
+            else TaggedCentralizedComparatorAdapter(mode=args.centralized_parse)
         )
         actor_inputs, _, collaboration = centralize(inputs, args, adapter)
         super().setup(actor_inputs)
@@ -133,6 +161,26 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         self.collaboration = collaboration
         self.centralized_adapter = adapter
         self.num_roles = collaboration.num_roles
+        collaboration.recording = lambda: not self.timing.evaluating
+        self.layout_warmed_up = False
+
+    def train(self, *args: Any, **kwargs: Any) -> None:
+        """Train; a ``layout_warmup_steps`` warm-up runs first (once per run, resumes skip it)."""
+        steps = self.args.layout_warmup_steps
+        resume = kwargs.get("resume_from_checkpoint", args[0] if args else None)
+        if steps and not self.layout_warmed_up and resume is None:
+            self.warmup_metrics = warm_up_layout(self, steps)
+            self.layout_warmed_up = True
+        super().train(*args, **kwargs)
+
+    def state_dict(self) -> dict[str, Any]:
+        """MAGRPO's state plus whether the layout warm-up ran."""
+        return {**super().state_dict(), "layout_warmed_up": self.layout_warmed_up}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        super().load_state_dict(state)
+        self.layout_warmed_up = bool(state.get("layout_warmed_up", False))
 
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()
@@ -145,4 +193,7 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         """Every record carries the running parse-failure count of the joint completions."""
         merged = dict(metrics)
         merged.update(self.collaboration.stats())
+        # The warm-up's losses go into the first record only.
+        merged.update(getattr(self, "warmup_metrics", None) or {})
+        self.warmup_metrics = None
         super().log_metrics(merged, step, reduce=reduce)
