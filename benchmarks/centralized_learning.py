@@ -33,29 +33,15 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "centralized_mag
 
 def posthoc_centralized(trainer, samples_per_prompt: int = 8, seed: int = 12345) -> dict:
     """Task reward of the writer's split outputs over the 24 scoring prompts."""
-    from benchmarks.pbrl_learning import posthoc_prompts
-    from comlrl.core.distributed import item_seed
-    from comlrl.tasks.length_ratio import length_ratio_reward
+    from benchmarks.learning.posthoc import length_ratio_items, posthoc_score
 
-    items = posthoc_prompts()
-    prompts = [trainer.formatters[0](item) for item in items]
-    seeds = [item_seed(seed, j, 0) for j in range(len(items))]
-    out = trainer.rollout_backend.generate(
-        0, prompts, samples_per_prompt, trainer.sampling_params(), seeds
-    )
-    texts = [t for s in out for t in s.texts]
-    owners = [item for item in items for _ in range(samples_per_prompt)]
-    collab = trainer.collaboration
-    collab.recording = lambda: False  # keep the training rates out of it
-    roles = collab.split_many(texts, owners)
-    rewards = length_ratio_reward(roles[0], roles[1])
-    fractions = list(collab.last_fractions)
+    scores = posthoc_score(trainer, length_ratio_items(), None, samples_per_prompt, seed)
     return {
-        "posthoc_reward": statistics.mean(rewards),
-        "posthoc_credited_reward": statistics.mean(r * f for r, f in zip(rewards, fractions)),
-        "posthoc_complete_layouts": statistics.mean(f == 1.0 for f in fractions),
-        "posthoc_len_role0": statistics.mean(len(t) for t in roles[0]),
-        "posthoc_len_role1": statistics.mean(len(t) for t in roles[1]),
+        "posthoc_reward": scores["posthoc_reward"],
+        "posthoc_credited_reward": scores["posthoc_credited_reward"],
+        "posthoc_complete_layouts": scores["posthoc_complete_layouts"],
+        "posthoc_len_role0": scores["posthoc_len_agent0"],
+        "posthoc_len_role1": scores["posthoc_len_agent1"],
     }
 
 

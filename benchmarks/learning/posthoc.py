@@ -40,7 +40,6 @@ def posthoc_score(
     The reward is called like in training (dispatched by its signature, one shared value or
     one per agent per joint action); per-agent values count as their mean.
     """
-    from comlrl.core.distributed import item_seed
     from comlrl.core.rewards import RewardCaller
 
     if samples_per_prompt < 1:
@@ -48,6 +47,39 @@ def posthoc_score(
     items = list(items) if items is not None else default_items(trainer)
     if not items:
         raise ValueError("items: no prompts to score; give items or a trainer with a dataset.")
+    collaboration = getattr(trainer, "collaboration", None)
+    if collaboration is not None:
+        texts, fractions = centralized_texts(
+            trainer, collaboration, items, samples_per_prompt, seed
+        )
+        num_agents = collaboration.num_roles
+    else:
+        texts, fractions = agent_texts(trainer, items, samples_per_prompt, seed), None
+        num_agents = trainer.num_agents
+    joint_items = [item for item in items for _ in range(samples_per_prompt)]
+    first_prompt = (
+        collaboration.role_formatters[0] if collaboration is not None else trainer.formatters[0]
+    )
+    prompts = [first_prompt(item) for item in joint_items]
+    if reward_func is None:
+        reward_func = (
+            collaboration.task_reward if collaboration is not None else trainer.reward_func
+        )
+    caller = RewardCaller(reward_func, num_agents=num_agents)
+    rewards = caller.score(texts, prompts=prompts, batch_items=joint_items).shared
+    out = {"posthoc_reward": statistics.mean(rewards), "posthoc_samples": float(len(rewards))}
+    for agent, samples in enumerate(texts):
+        out[f"posthoc_len_agent{agent}"] = statistics.mean(len(t) for t in samples)
+    if fractions is not None:
+        out["posthoc_complete_layouts"] = statistics.mean(f == 1.0 for f in fractions)
+        out["posthoc_credited_reward"] = statistics.mean(r * f for r, f in zip(rewards, fractions))
+    return out
+
+
+def agent_texts(trainer, items: Sequence[dict], samples_per_prompt: int, seed: int):
+    """``[agent][j]``: each agent's samples, sample ``k`` of prompt ``p`` at ``p * K + k``."""
+    from comlrl.core.distributed import item_seed
+
     params = trainer.sampling_params()
     texts: list[list[str]] = []
     for agent in range(trainer.num_agents):
@@ -55,14 +87,25 @@ def posthoc_score(
         seeds = [item_seed(seed, j, agent) for j in range(len(items))]
         out = trainer.rollout_backend.generate(agent, prompts, samples_per_prompt, params, seeds)
         texts.append([t for samples in out for t in samples.texts])
-    joint_items = [item for item in items for _ in range(samples_per_prompt)]
-    prompts = [trainer.formatters[0](item) for item in joint_items]
-    caller = RewardCaller(
-        reward_func if reward_func is not None else trainer.reward_func,
-        num_agents=trainer.num_agents,
+    return texts
+
+
+def centralized_texts(trainer, collaboration, items, samples_per_prompt: int, seed: int):
+    """The one writer's joint samples split into ``[role][j]`` outputs (a missing role is an
+    empty answer), with each sample's produced share of the layout."""
+    from comlrl.core.distributed import item_seed
+
+    prompts = [trainer.formatters[0](item) for item in items]
+    seeds = [item_seed(seed, j, 0) for j in range(len(items))]
+    out = trainer.rollout_backend.generate(
+        0, prompts, samples_per_prompt, trainer.sampling_params(), seeds
     )
-    rewards = caller.score(texts, prompts=prompts, batch_items=joint_items).shared
-    out = {"posthoc_reward": statistics.mean(rewards), "posthoc_samples": float(len(rewards))}
-    for agent, agent_texts in enumerate(texts):
-        out[f"posthoc_len_agent{agent}"] = statistics.mean(len(t) for t in agent_texts)
-    return out
+    joint = [t for samples in out for t in samples.texts]
+    owners = [item for item in items for _ in range(samples_per_prompt)]
+    # scoring after training must not feed the training records' parse-failure rates
+    recording, collaboration.recording = collaboration.recording, lambda: False
+    try:
+        roles = collaboration.split_many(joint, owners)
+    finally:
+        collaboration.recording = recording
+    return roles, list(collaboration.last_fractions)
