@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from comlrl.core.backbone import backbone_of
 from comlrl.core.testing import tiny_pair
 from comlrl.pbrl import JointRewardModel, MARLHFConfig
-from comlrl.core.backbone import backbone_of
 from comlrl.pbrl.reward_model import encode_texts, score_texts
 
 
