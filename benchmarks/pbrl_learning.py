@@ -106,6 +106,7 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "madpo_audit": ("madpo", dict(AUDIT_DPO)),
     "madpo_k24": ("madpo", dict(K24)),
     "madpo_k48": ("madpo", dict(K24, preference_num_candidates=48, preference_pairs_per_sample=32)),
+    "madpo_k24_nll": ("madpo", dict(K24, dpo_nll_coef=1.0)),
     "madpo_iter_audit": ("madpo_iter", {**AUDIT_ITER, **HISTORY}),
     "madpo_iter_online": ("madpo_iter", dict(AUDIT_ITER, num_iterations=6, **ONLINE)),
     # the same generation budget as the MAGRPO demo: 2 + 2 candidates per item and iteration
@@ -125,6 +126,7 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
         "madpo_iter",
         dict(AUDIT_ITER, num_iterations=6, reference_free=False, **ONLINE),
     ),
+    # examples/madpo.yaml
     "madpo_k24_ref": ("madpo", dict(K24, reference_free=False)),
     "madpo_iter_fast": (
         "madpo_iter",
@@ -150,6 +152,7 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True),
     ),
+    # examples/marlhf.yaml
     "marlhf_stop": (
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True, rl_stop_accuracy=0.6),
@@ -162,6 +165,22 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
             reward_model_onpolicy_check=True,
             rl_stop_accuracy=0.6,
         ),
+    ),
+    "marlhf_mean_stop_k24": (
+        "marlhf",
+        dict(
+            AUDIT_RLHF,
+            reward_pooling="mean",
+            reward_model_onpolicy_check=True,
+            rl_stop_accuracy=0.6,
+            preference_num_candidates=24,
+            preference_pairs_per_sample=16,
+            reward_train_batch_size=16,
+        ),
+    ),
+    "madpo_iter_online2e3": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=2, num_train_epochs=3, reference_free=False, **ONLINE),
     ),
     "marlhf_iter_audit": ("marlhf_iter", dict(AUDIT_RLHF_ITER)),
     # examples/marlhf_iter.yaml
@@ -352,8 +371,11 @@ def table(results: list[dict[str, Any]]) -> str:
         if any(v is not None for v in rm):
             note = "held-out RM acc " + " / ".join(f"{v:.2f}" for v in rm if v is not None)
         checks = [r["onpolicy_accuracy_by_epoch"] for r in rows.values() if r.get("rl/stopped")]
-        if checks:
+        if checks and rows[min(rows)]["algorithm"] == "marlhf":
             note += "; RL stopped after epoch " + " / ".join(str(len(c)) for c in checks)
+        ranges = [r["onpolicy_accuracy_by_epoch"] for r in rows.values() if r.get("rl/stopped")]
+        if ranges and rows[min(rows)]["algorithm"] != "marlhf":
+            note += "; on-policy RM acc " + " / ".join(f"{min(c):.2f}–{max(c):.2f}" for c in ranges)
         pair_text = f"{statistics.mean(pairs):.0f}" if pairs else "—"
         lines.append(
             f"| {name} | " + " | ".join(scores) + f" | {secs:.0f} | {cpu} | {pair_text} | {note} |"
