@@ -14,6 +14,11 @@ Usage::
 
     uv run --frozen python -m benchmarks.pbrl_learning --runs madpo magrpo --seeds 0 1
     uv run --frozen python -m benchmarks.pbrl_learning --list
+    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo_k24 --seeds 0 \
+        --set dpo_nll_coef=1.0     # a named run with changed settings
+
+The runs marked ``# examples/<name>.yaml`` below hold the settings of those example files
+(tests/pbrl/test_demo_settings.py keeps them equal).
 
 Run one process at a time: the wall times in the table are meant to be compared.
 """
