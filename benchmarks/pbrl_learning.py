@@ -12,7 +12,7 @@ MARLHF the reward model's accuracy on its training pairs and on held-out pairs.
 
 Usage::
 
-    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo magrpo --seeds 0 1
+    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo_k24 magrpo --seeds 0 1
     uv run --frozen python -m benchmarks.pbrl_learning --list
     uv run --frozen python -m benchmarks.pbrl_learning --runs madpo_k24 --seeds 0 \
         --set dpo_nll_coef=1.0     # a named run with changed settings
