@@ -12,8 +12,13 @@ MARLHF the reward model's accuracy on its training pairs and on held-out pairs.
 
 Usage::
 
-    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo magrpo --seeds 0 1
+    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo_k24 magrpo --seeds 0 1
     uv run --frozen python -m benchmarks.pbrl_learning --list
+    uv run --frozen python -m benchmarks.pbrl_learning --runs madpo_k24 --seeds 0 \
+        --set dpo_nll_coef=1.0     # a named run with changed settings
+
+The runs marked ``# examples/<name>.yaml`` below hold the settings of those example files
+(tests/pbrl/test_demo_settings.py keeps them equal).
 
 Run one process at a time: the wall times in the table are meant to be compared.
 """
@@ -106,6 +111,7 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
     "madpo_audit": ("madpo", dict(AUDIT_DPO)),
     "madpo_k24": ("madpo", dict(K24)),
     "madpo_k48": ("madpo", dict(K24, preference_num_candidates=48, preference_pairs_per_sample=32)),
+    "madpo_k24_nll": ("madpo", dict(K24, dpo_nll_coef=1.0)),
     "madpo_iter_audit": ("madpo_iter", {**AUDIT_ITER, **HISTORY}),
     "madpo_iter_online": ("madpo_iter", dict(AUDIT_ITER, num_iterations=6, **ONLINE)),
     # the same generation budget as the MAGRPO demo: 2 + 2 candidates per item and iteration
@@ -120,9 +126,30 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
             **ONLINE,
         ),
     ),
+    # examples/madpo_iter.yaml
     "madpo_iter_online_ref": (
         "madpo_iter",
         dict(AUDIT_ITER, num_iterations=6, reference_free=False, **ONLINE),
+    ),
+    # examples/madpo.yaml
+    "madpo_k24_ref": ("madpo", dict(K24, reference_free=False)),
+    "madpo_iter_fast": (
+        "madpo_iter",
+        dict(
+            AUDIT_ITER,
+            num_iterations=3,
+            reference_free=False,
+            agent_learning_rate=2.0e-3,
+            **ONLINE,
+        ),
+    ),
+    "madpo_iter_online3": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=3, reference_free=False, **ONLINE),
+    ),
+    "madpo_iter_online3e2": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=3, num_train_epochs=2, reference_free=False, **ONLINE),
     ),
     "marlhf_audit": ("marlhf", dict(AUDIT_RLHF)),
     "marlhf_kl": ("marlhf", dict(AUDIT_RLHF, reference_kl_enabled=True, reference_kl_coef=0.1)),
@@ -130,12 +157,73 @@ RUNS: dict[str, tuple[str, dict[str, Any]]] = {
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True),
     ),
+    # examples/marlhf.yaml
     "marlhf_stop": (
         "marlhf",
         dict(AUDIT_RLHF, reward_model_onpolicy_check=True, rl_stop_accuracy=0.6),
     ),
+    "marlhf_mean_stop": (
+        "marlhf",
+        dict(
+            AUDIT_RLHF,
+            reward_pooling="mean",
+            reward_model_onpolicy_check=True,
+            rl_stop_accuracy=0.6,
+        ),
+    ),
+    "marlhf_mean_stop_k24": (
+        "marlhf",
+        dict(
+            AUDIT_RLHF,
+            reward_pooling="mean",
+            reward_model_onpolicy_check=True,
+            rl_stop_accuracy=0.6,
+            preference_num_candidates=24,
+            preference_pairs_per_sample=16,
+            reward_train_batch_size=16,
+        ),
+    ),
+    "madpo_iter_online2e3": (
+        "madpo_iter",
+        dict(AUDIT_ITER, num_iterations=2, num_train_epochs=3, reference_free=False, **ONLINE),
+    ),
     "marlhf_iter_audit": ("marlhf_iter", dict(AUDIT_RLHF_ITER)),
+    # examples/marlhf_iter.yaml
+    "marlhf_iter_online": (
+        "marlhf_iter",
+        dict(
+            AUDIT_RLHF_ITER,
+            **ONLINE,
+            preference_replay_k=None,
+            num_iterations=3,
+            num_train_epochs=2,
+            reward_pooling="mean",
+            reward_model_onpolicy_check=True,
+            rl_stop_accuracy=0.6,
+        ),
+    ),
 }
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings as a dict, each value read as YAML (``1e-3``, ``true``, ``null``)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set: expected KEY=VALUE, got {item!r}.")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def with_overrides(name: str, overrides: dict[str, Any]) -> str:
+    """Register run ``name`` with ``overrides`` applied, under a name that lists them."""
+    algorithm, section = RUNS[name]
+    label = name + "".join(f"+{k}={v}" for k, v in overrides.items())
+    RUNS[label] = (algorithm, {**section, **overrides})
+    return label
 
 
 def _run_file(algorithm: str, section: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -268,7 +356,11 @@ def run_one(name: str, seed: int) -> dict[str, Any]:
 
 def table(results: list[dict[str, Any]]) -> str:
     """A markdown table: one row per run name, seeds side by side."""
-    names = sorted(dict.fromkeys(r["run"] for r in results), key=lambda n: list(RUNS).index(n))
+    order = list(RUNS)
+    names = sorted(
+        dict.fromkeys(r["run"] for r in results),
+        key=lambda n: order.index(n) if n in order else len(order),
+    )
     seeds = sorted({r["seed"] for r in results})
     head = ["run", *[f"post-hoc (seed {s})" for s in seeds], "train s", "CPU s", "pairs", "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -284,8 +376,11 @@ def table(results: list[dict[str, Any]]) -> str:
         if any(v is not None for v in rm):
             note = "held-out RM acc " + " / ".join(f"{v:.2f}" for v in rm if v is not None)
         checks = [r["onpolicy_accuracy_by_epoch"] for r in rows.values() if r.get("rl/stopped")]
-        if checks:
+        if checks and rows[min(rows)]["algorithm"] == "marlhf":
             note += "; RL stopped after epoch " + " / ".join(str(len(c)) for c in checks)
+        ranges = [r["onpolicy_accuracy_by_epoch"] for r in rows.values() if r.get("rl/stopped")]
+        if ranges and rows[min(rows)]["algorithm"] != "marlhf":
+            note += "; on-policy RM acc " + " / ".join(f"{min(c):.2f}–{max(c):.2f}" for c in ranges)
         pair_text = f"{statistics.mean(pairs):.0f}" if pairs else "—"
         lines.append(
             f"| {name} | " + " | ".join(scores) + f" | {secs:.0f} | {cpu} | {pair_text} | {note} |"
@@ -298,6 +393,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", nargs="+", default=None, help="run names (see --list)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--json", default=None, help="append each summary to this JSONL file")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override settings of every named run (YAML values); the run is recorded as "
+        "NAME+KEY=VALUE",
+    )
     parser.add_argument("--list", action="store_true", help="list the run names and exit")
     parser.add_argument("--table", default=None, help="print the table of a --json file and exit")
     parser.add_argument(
@@ -319,8 +422,11 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in RUNS]
     if unknown:
         parser.error(f"unknown run name(s) {unknown}; valid: {sorted(RUNS)}")
+    overrides = parse_overrides(args.set)
     results = []
     for name in names:
+        if overrides:
+            name = with_overrides(name, overrides)
         for seed in args.seeds:
             summary = run_one(name, seed)
             results.append(summary)

@@ -80,6 +80,7 @@ COMMON = dict(
         simple("preference_num_candidates", st.integers(2, 200), st.integers(-3, 1)),
         simple("preference_pairs_per_sample", opt_pos_int, bad_pos_int),
         simple("dpo_beta", pos_float, bad_pos_float),
+        simple("dpo_nll_coef", st.floats(0, 5), st.floats(-5, -0.001)),
         simple("use_environment_step", st.booleans(), bad_bool),
         simple("environment_steps_per_pair", pos_int, bad_pos_int),
         simple("reference_free", st.booleans(), bad_bool),
@@ -215,6 +216,7 @@ RLHF = dict(
         simple("reward_train_batch_size", pos_int, bad_pos_int),
         simple("reward_max_length", opt_pos_int, bad_pos_int),
         simple("reward_freeze_backbone", st.booleans(), bad_bool),
+        simple("reward_pooling", st.sampled_from(["last", "mean"]), st.just("max")),
         simple(
             "reward_heldout_fraction",
             st.floats(0, 0.99),

@@ -43,6 +43,7 @@ from comlrl.core.config.knobs import (
 from comlrl.core.devices import validate_device_spec
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES
+from comlrl.pbrl.reward_model import POOLINGS
 
 COLLABORATION_MODES = ("decentralized", "centralized")
 COLLABORATION_ALIASES = {
@@ -131,6 +132,13 @@ class MADPOConfig(CommonConfig):
     )
     dpo_beta: float = knob(
         0.1, help="DPO temperature β on the summed joint margin.", check=POSITIVE
+    )
+    dpo_nll_coef: float = knob(
+        0.0,
+        help="Weight α of a negative log-likelihood term on the winners added to the DPO loss "
+        "(as in RPO): α × mean over pairs of the winners' NLL per token, all agents' tokens "
+        "together. 0: plain DPO.",
+        check=Number(0.0),
     )
     use_environment_step: bool = knob(
         True,
@@ -238,6 +246,12 @@ class MARLHFConfig(MADPOConfig):
         help="Most tokens of a joint text the reward model reads (cut from the left, so the last "
         "agent's response stays); None: no cut.",
         check=Integer(1, optional=True),
+    )
+    reward_pooling: str = knob(
+        "last",
+        help="How the reward model reads a joint text: `last` the last real token's hidden "
+        "state (CoMLRL's layout), `mean` the mean over every real token.",
+        check=Choice(POOLINGS),
     )
     reward_freeze_backbone: bool = knob(
         False, help="Train only the reward model's linear head.", check=Boolean()

@@ -86,6 +86,8 @@ class DPOMixin:
                     None if ref_c is None else [r[group] for r in ref_c],
                     None if ref_r is None else [r[group] for r in ref_r],
                 )
+                if a.dpo_nll_coef:
+                    part.loss = part.loss + a.dpo_nll_coef * winner_nll(chosen, members)
             if not torch.isfinite(part.loss):
                 return part
             if backward:
@@ -179,6 +181,19 @@ def owned_rows(values: torch.Tensor, pairs: Sequence[PreferencePair], actor: int
         return values
     keep = torch.tensor([o is None or o == actor for o in owners] * 2, device=values.device)
     return torch.where(keep, values, values.detach())
+
+
+def winner_nll(chosen: Sequence[torch.Tensor], pairs: Sequence[PreferencePair]) -> torch.Tensor:
+    """Mean over ``pairs`` of the winners' negative log-likelihood per token: every actor's
+    summed log-probs (``chosen[i]``, ``[B]``) over every actor's winner tokens, EOS included."""
+    device = chosen[0].device
+    total = torch.stack([c.to(device) for c in chosen]).sum(0)
+    tokens = torch.tensor(
+        [max(1, sum(len(ids) for ids in p.winner_ids)) for p in pairs],
+        dtype=total.dtype,
+        device=device,
+    )
+    return (-total / tokens).mean()
 
 
 def _merge_parts(parts: list[DPOOutput], groups: list[list[int]], n: int) -> DPOOutput:

@@ -85,6 +85,7 @@ class RLHFMixin(RewardModelTraining):
             self.model_config,
             freeze_backbone=a.reward_freeze_backbone,
             seed=a.seed if a.seed is not None else 0,
+            pooling=a.reward_pooling,
         ).to(device)
         self.reward_model.eval()
         if is_model_name(self._rm_source) and str(self._rm_source) != str(self.sources[0]):

@@ -2,8 +2,9 @@
 preference pairs with a Bradley-Terry loss.
 
 The backbone is the base transformer without its LM head, so no vocabulary logits are computed;
-the score is read from the last-layer hidden state of the last real token. Winner and loser texts
-of a batch go through one padded forward.
+the score is read from the last-layer hidden state of the last real token (``pooling="last"``,
+as in CoMLRL) or from the mean of the real tokens' hidden states (``pooling="mean"``). Winner and
+loser texts of a batch go through one padded forward.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from comlrl.core.models import model_load_kwargs
 from comlrl.core.quiet import quiet_hub_progress
 
 JOINT_HEADER = "Joint multi-agent response"
+# How a row's hidden states become the one vector the head scores.
+POOLINGS = ("last", "mean")
 
 
 def format_joint_text(
@@ -50,12 +53,22 @@ class JointRewardModel(torch.nn.Module):
             hidden states are read without computing vocabulary logits.
         freeze_backbone: train the head only.
         seed: seed of the head's initialization (None: the global random stream).
+        pooling: ``"last"`` scores the last real token's hidden state; ``"mean"`` the mean over
+            the real tokens. A mean keeps how many tokens of each kind a text has (how long each
+            agent's response is relative to the rest), which one token's state may not.
     """
 
     def __init__(
-        self, backbone: torch.nn.Module, freeze_backbone: bool = False, seed: int | None = None
+        self,
+        backbone: torch.nn.Module,
+        freeze_backbone: bool = False,
+        seed: int | None = None,
+        pooling: str = "last",
     ):
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}.")
+        self.pooling = pooling
         self.backbone = backbone
         self.config = backbone.config
         # A seeded head makes the initial reward model a function of the config alone (resumed
@@ -78,6 +91,7 @@ class JointRewardModel(torch.nn.Module):
         model_config: dict | None = None,
         freeze_backbone: bool = False,
         seed: int | None = None,
+        pooling: str = "last",
     ) -> JointRewardModel:
         """Build from a hub id / local dir (loaded without its LM head) or a causal-LM object
         (its base transformer is deep-copied, so the agent is not touched)."""
@@ -88,7 +102,7 @@ class JointRewardModel(torch.nn.Module):
                 backbone = AutoModel.from_pretrained(str(source), **model_load_kwargs(model_config))
         else:
             backbone = copy.deepcopy(backbone_of(source))
-        return cls(backbone, freeze_backbone=freeze_backbone, seed=seed)
+        return cls(backbone, freeze_backbone=freeze_backbone, seed=seed, pooling=pooling)
 
     @property
     def device(self) -> torch.device:
@@ -96,7 +110,8 @@ class JointRewardModel(torch.nn.Module):
         return self.score_head.weight.device
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """One score per row, read at the last position whose attention mask is 1."""
+        """One score per row: read at the last position whose attention mask is 1, or (mean
+        pooling) averaged over the positions whose mask is 1."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         hidden = backbone_of(self.backbone)(
             input_ids=input_ids,
@@ -104,6 +119,10 @@ class JointRewardModel(torch.nn.Module):
             position_ids=positions,
             use_cache=False,
         ).last_hidden_state
+        if self.pooling == "mean":
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+            return self.score_head(pooled).squeeze(-1).float()
         width = attention_mask.shape[1]
         idx = torch.arange(width, device=attention_mask.device)
         last = (attention_mask * idx).argmax(-1)
