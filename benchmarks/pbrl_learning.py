@@ -242,35 +242,14 @@ def _run_file(algorithm: str, section: dict[str, Any], seed: int) -> dict[str, A
     return run
 
 
-def posthoc_prompts() -> list[dict]:
-    """The 24 scoring prompts: every built-in training topic, then the eval topics."""
-    from comlrl.tasks import length_ratio
-
-    topics = list(length_ratio._TOPICS) + list(length_ratio._EVAL_TOPICS)
-    return length_ratio.dataset(len(topics), topics)
-
-
 def posthoc_score(trainer, samples_per_prompt: int = 8, seed: int = 12345) -> dict[str, float]:
-    """Mean task reward of ``trainer``'s current agents over 24 prompts x ``samples_per_prompt``
-    aligned joint samples (seeded per prompt and agent), with the mean lengths per agent."""
-    from comlrl.core.distributed import item_seed
+    """Mean task reward of ``trainer``'s current agents over the 24 length-ratio scoring prompts
+    x ``samples_per_prompt`` joint samples (the learning benchmark's scorer)."""
+    from benchmarks.learning.posthoc import length_ratio_items
+    from benchmarks.learning.posthoc import posthoc_score as score
     from comlrl.tasks.length_ratio import length_ratio_reward
 
-    items = posthoc_prompts()
-    params = trainer.sampling_params()
-    texts = []
-    for agent in range(trainer.num_agents):
-        prompts = [trainer.formatters[agent](item) for item in items]
-        seeds = [item_seed(seed, j, agent) for j in range(len(items))]
-        out = trainer.rollout_backend.generate(agent, prompts, samples_per_prompt, params, seeds)
-        texts.append([t for s in out for t in s.texts])
-    rewards = length_ratio_reward(texts[0], texts[1])
-    return {
-        "posthoc_reward": statistics.mean(rewards),
-        "posthoc_len_agent0": statistics.mean(len(t) for t in texts[0]),
-        "posthoc_len_agent1": statistics.mean(len(t) for t in texts[1]),
-        "posthoc_samples": float(len(rewards)),
-    }
+    return score(trainer, length_ratio_items(), length_ratio_reward, samples_per_prompt, seed)
 
 
 def pair_stats(pairs) -> dict[str, float]:
