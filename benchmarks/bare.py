@@ -404,7 +404,11 @@ def _padded(rows: list[tuple], budget) -> int:
 
 BARE = {
     "magrpo": BareMAGRPO,
-    "magrpo_untrained": BareMAGRPO, "iac": BareActorCritic, "maac": BareActorCritic, "madpo": BareMADPO}
+    "magrpo_untrained": BareMAGRPO,
+    "iac": BareActorCritic,
+    "maac": BareActorCritic,
+    "madpo": BareMADPO,
+}
 
 
 def main() -> None:

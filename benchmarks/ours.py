@@ -151,7 +151,11 @@ def madpo_builder(spec: dict, run_dir: str):
 
 BUILDERS = {
     "magrpo": magrpo_builder,
-    "magrpo_untrained": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "madpo": madpo_builder}
+    "magrpo_untrained": magrpo_builder,
+    "iac": ac_builder,
+    "maac": ac_builder,
+    "madpo": madpo_builder,
+}
 
 
 def main() -> None:

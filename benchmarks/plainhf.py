@@ -144,10 +144,7 @@ class PlainHFMAGRPO:
         for i in range(n):
             # every tree node (K rows) in level order, drained a buffer of nodes at a time
             nodes = [
-                [
-                    (sampled[i][0][j], sampled[i][1][j], adv[j])
-                    for j in range(g * k, (g + 1) * k)
-                ]
+                [(sampled[i][0][j], sampled[i][1][j], adv[j]) for j in range(g * k, (g + 1) * k)]
                 for (sampled, _), adv in zip(levels, advantages)
                 for g in range(len(adv) // k)
             ]

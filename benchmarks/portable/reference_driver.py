@@ -150,7 +150,11 @@ def _hold_eos(model, min_new_tokens: int) -> None:
 
 BUILDERS = {
     "magrpo": magrpo_builder,
-    "magrpo_untrained": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "madpo": madpo_builder}
+    "magrpo_untrained": magrpo_builder,
+    "iac": ac_builder,
+    "maac": ac_builder,
+    "madpo": madpo_builder,
+}
 
 
 def main() -> None:
