@@ -67,11 +67,9 @@ def choose_decoder(model, gen_kwargs: dict[str, Any], mode: str) -> str:
         raise ValueError(f"decode_fast_path must be one of {FAST_PATH_MODES}, got {mode!r}.")
     if mode == "off":
         return "compacting"
+    if mode == "auto" and next(model.parameters()).device.type not in AUTO_DEVICE_TYPES:
+        return "compacting"
     reason = fast_path_blocker(model, gen_kwargs)
-    if reason is None and mode == "auto":
-        device = next(model.parameters()).device
-        if device.type not in AUTO_DEVICE_TYPES:
-            return "compacting"
     if reason is None:
         return "static"
     key = (type(model).__name__, reason)
