@@ -42,6 +42,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             agent_devices=spec["device"],
             seed=spec["seed"],
             output_dir=run_dir,
+            decode_fast_path=spec.get("decode_fast_path", "auto"),
         )
         trainer = MAGRPOTrainer(
             **trainer_sources(spec),
