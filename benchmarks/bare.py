@@ -48,6 +48,7 @@ def _sample(model, tok, prompts: list[str], spec: dict, device: str):
         temperature=spec["temperature"],
         top_p=spec["top_p"],
         top_k=spec["top_k"],
+        extra={"min_new_tokens": spec["min_new_tokens"]} if spec.get("min_new_tokens") else {},
     )
     k = spec["num_generations"]
     with torch.inference_mode():
@@ -158,23 +159,28 @@ class BareMAGRPO:
         for _, rewards in reversed(levels[:-1]):
             returns = [r + sum(returns[j * k : (j + 1) * k]) / k for j, r in enumerate(rewards)]
             all_returns.insert(0, returns)
+        buffer = s["rollout_buffer_size"]
         for i in range(n):
             for (sampled, _), rets in zip(levels, all_returns):
-                nodes = len(rets) // k
-                weights = []
-                for g in range(nodes):
-                    weights += [a / (k * nodes) for a in _normalized(rets[g * k : (g + 1) * k])]
-                prompt_ids, comps, _ = sampled[i]
-                _policy_gradient_step(
-                    self.agents[i],
-                    self.opts[i],
-                    prompt_ids,
-                    comps,
-                    weights,
-                    self.tok.pad_token_id,
-                    self.device,
-                    s["logprob_max_tokens"],
-                )
+                # a level's nodes in buffers of ``rollout_buffer_size``: one step per buffer
+                for first in range(0, len(rets) // k, buffer):
+                    last = min(first + buffer, len(rets) // k)
+                    nodes, rows = last - first, slice(first * k, last * k)
+                    weights = []
+                    for g in range(first, last):
+                        adv = _normalized(rets[g * k : (g + 1) * k])
+                        weights += [a / (k * nodes) for a in adv]
+                    prompt_ids, comps, _ = sampled[i]
+                    _policy_gradient_step(
+                        self.agents[i],
+                        self.opts[i],
+                        prompt_ids[rows],
+                        comps[rows],
+                        weights,
+                        self.tok.pad_token_id,
+                        self.device,
+                        s["logprob_max_tokens"],
+                    )
 
 
 class _Critic(torch.nn.Module):
@@ -396,7 +402,13 @@ def _padded(rows: list[tuple], budget) -> int:
     return padded_tokens(padding_aware_micro_batches(p, c, budget), p, c)
 
 
-BARE = {"magrpo": BareMAGRPO, "iac": BareActorCritic, "maac": BareActorCritic, "madpo": BareMADPO}
+BARE = {
+    "magrpo": BareMAGRPO,
+    "magrpo_untrained": BareMAGRPO,
+    "iac": BareActorCritic,
+    "maac": BareActorCritic,
+    "madpo": BareMADPO,
+}
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ spec when the file holds a list of specs).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tempfile
@@ -41,6 +42,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             agent_devices=spec["device"],
             seed=spec["seed"],
             output_dir=run_dir,
+            decode_fast_path=spec.get("decode_fast_path", "auto"),
         )
         trainer = MAGRPOTrainer(
             **trainer_sources(spec),
@@ -52,6 +54,8 @@ def magrpo_builder(spec: dict, run_dir: str):
             args=args,
         )
         trainer.verbose = False
+        if spec.get("min_new_tokens"):  # train()'s extra keywords are generation settings
+            trainer.train = functools.partial(trainer.train, min_new_tokens=spec["min_new_tokens"])
         return trainer
 
     return build
@@ -146,7 +150,13 @@ def madpo_builder(spec: dict, run_dir: str):
     return build
 
 
-BUILDERS = {"magrpo": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "madpo": madpo_builder}
+BUILDERS = {
+    "magrpo": magrpo_builder,
+    "magrpo_untrained": magrpo_builder,
+    "iac": ac_builder,
+    "maac": ac_builder,
+    "madpo": madpo_builder,
+}
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Runs every side of a workload in its own process and turns the results into ratios.
 
-Sides: ``ours`` (comlrl's trainer), ``bare`` (the bare-torch lower bound) and ``reference``
-(comlrl 1.4.3 in its own venv). Each run is a fresh process, so peak RSS is per side. Repeats
+Sides: ``ours`` (comlrl's trainer), ``bare`` (the bare-torch lower bound, on comlrl's kernels),
+``plainhf`` (the independent yardstick: stock ``generate`` and one padded forward per buffer,
+no comlrl code; MAGRPO workloads only) and ``reference`` (comlrl 1.4.3 in its own venv). Each run is a fresh process, so peak RSS is per side. Repeats
 are interleaved so slow drifts of a shared machine hit every side alike, and the median run
 counts.
 """
@@ -23,7 +24,7 @@ from benchmarks.workloads import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTABLE = Path(__file__).resolve().parent / "portable"
-SIDES = ("reference", "bare", "ours")
+SIDES = ("reference", "bare", "ours", "plainhf")
 
 # Acceptance targets from the performance issue: (max overhead ratio, min speed-up per size).
 TARGETS = {
@@ -32,6 +33,8 @@ TARGETS = {
     "maac": (1.25, {"small": 3.0}),
     "madpo": (1.25, {"small": 3.0}),
 }
+# Minimum speed-up over the plain-HF yardstick per size (issue 18, untrained-style models).
+PLAIN_TARGETS = {"magrpo_untrained": {"tiny": 1.5, "small": 1.1}}
 
 
 def machine() -> dict:
@@ -58,7 +61,7 @@ def command(
     side: str, spec_path: str, reference_python: Path | None, python: str | None = None
 ) -> list[str]:
     """The process that runs one side (``python``: another checkout's interpreter)."""
-    if side in ("ours", "bare"):
+    if side in ("ours", "bare", "plainhf"):
         return [python or sys.executable, "-m", f"benchmarks.{side}", spec_path]
     if reference_python is None:
         raise ValueError("the reference side needs the reference venv's python")
@@ -145,6 +148,13 @@ def ratios(workload: str, size: str, sides: dict) -> dict:
         if max_overhead is not None:
             out["overhead_target"] = max_overhead
             out["overhead_ok"] = out["overhead_ratio"] <= max_overhead
+    plain = sides.get("plainhf")
+    if ours and plain:
+        out["speedup_over_plainhf"] = ours["env_steps_per_s"] / plain["env_steps_per_s"]
+        target = PLAIN_TARGETS.get(workload, {}).get(size)
+        if target is not None:
+            out["plainhf_target"] = target
+            out["plainhf_ok"] = out["speedup_over_plainhf"] >= target
     if bare and ref:
         out["bare_over_reference"] = bare["env_steps_per_s"] / ref["env_steps_per_s"]
     return out
@@ -225,9 +235,10 @@ def _fmt(values: dict, key: str, fmt: str) -> str:
 def table(records: list[dict]) -> str:
     """A markdown table of the records (rates use each record's clock)."""
     head = (
-        "| workload | model | clock | reference env-steps/s | ours | bare torch | "
-        "speed-up (env-steps) | speed-up (tokens/s) | overhead ratio | peak RSS ours / ref (MiB) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n"
+        "| workload | model | clock | reference env-steps/s | ours | bare torch | plain HF | "
+        "speed-up (env-steps) | speed-up (tokens/s) | overhead ratio | ours / plain HF | "
+        "peak RSS ours / ref (MiB) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for rec in records:
@@ -241,7 +252,9 @@ def table(records: list[dict]) -> str:
         rows.append(
             f"| {rec['workload']} | {rec['size']} | {rec['clock']} | "
             f"{rate.get('reference', '–')} | {rate.get('ours', '–')} | {rate.get('bare', '–')} | "
+            f"{rate.get('plainhf', '–')} | "
             f"{_fmt(r, 'speedup_env_steps', '{:.2f}x')} | {_fmt(r, 'speedup_tokens', '{:.2f}x')} | "
-            f"{_fmt(r, 'overhead_ratio', '{:.2f}')} | {rss} |"
+            f"{_fmt(r, 'overhead_ratio', '{:.2f}')} | "
+            f"{_fmt(r, 'speedup_over_plainhf', '{:.2f}x')} | {rss} |"
         )
     return head + "\n".join(rows) + "\n"

@@ -50,6 +50,32 @@ MAGRPO = Workload(
         **SAMPLING,
     ),
     epochs={"tiny": 3, "small": 1},
+    sides=("reference", "bare", "ours", "plainhf"),
+)
+
+# Issue 18's shape for the untrained-model comparison: every row runs to max_new_tokens on every
+# side (``min_new_tokens`` holds EOS back, as an untrained model would never emit it), so the
+# decoding work is fixed and the same everywhere; a buffer of 4 nodes gives two updates a batch.
+MAGRPO_UNTRAINED = Workload(
+    name="magrpo_untrained",
+    algorithm="magrpo",
+    summary="MAGRPO, untrained-style: 2 agents, K=4, 8 prompts, every row 64 new tokens, T=1, "
+    "buffer 4",
+    fields=dict(
+        num_agents=2,
+        num_generations=4,
+        num_items=8,
+        max_new_tokens=64,
+        min_new_tokens=64,
+        num_turns=1,
+        learning_rate=5e-6,
+        logging_steps=1,
+        rollout_buffer_size=4,
+        logprob_max_tokens=None,
+        **SAMPLING,
+    ),
+    epochs={"tiny": 3, "small": 1},
+    sides=("reference", "bare", "ours", "plainhf"),
 )
 
 # The reference's actor-critic trainers allow K > 1 only in single-turn runs (multi-turn follows
@@ -105,4 +131,4 @@ MADPO = Workload(
     epochs={"tiny": 2, "small": 1},
 )
 
-WORKLOADS = {w.name: w for w in (MAGRPO, IAC, MAAC, MADPO)}
+WORKLOADS = {w.name: w for w in (MAGRPO, MAGRPO_UNTRAINED, IAC, MAAC, MADPO)}

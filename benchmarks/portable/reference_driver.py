@@ -137,7 +137,24 @@ def madpo_builder(spec: dict):
     return build
 
 
-BUILDERS = {"magrpo": magrpo_builder, "iac": ac_builder, "maac": ac_builder, "madpo": madpo_builder}
+def _hold_eos(model, min_new_tokens: int) -> None:
+    """Make every ``generate`` call of ``model`` run at least ``min_new_tokens`` new tokens."""
+    original = model.generate
+
+    def generate(*args, **kwargs):
+        kwargs.setdefault("min_new_tokens", min_new_tokens)
+        return original(*args, **kwargs)
+
+    model.generate = generate
+
+
+BUILDERS = {
+    "magrpo": magrpo_builder,
+    "magrpo_untrained": magrpo_builder,
+    "iac": ac_builder,
+    "maac": ac_builder,
+    "madpo": madpo_builder,
+}
 
 
 def main() -> None:
@@ -153,6 +170,8 @@ def main() -> None:
 
         def install(trainer, meter) -> None:
             for model in trainer.agents:
+                if spec.get("min_new_tokens"):
+                    _hold_eos(model, spec["min_new_tokens"])
                 meter.attach(model, eos_id)
 
         result = timed_training(build, install, spec)

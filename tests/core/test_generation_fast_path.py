@@ -30,8 +30,9 @@ def _both_paths(model, tok, params, k, monkeypatch):
         SamplingParams(max_new_tokens=12, temperature=0.6, top_p=0.6, top_k=50),
         SamplingParams(max_new_tokens=12, temperature=1.0, top_p=1.0, top_k=None),
         SamplingParams(max_new_tokens=12, do_sample=False),
+        SamplingParams(max_new_tokens=12, extra={"min_new_tokens": 3}),
     ],
-    ids=["warped", "plain", "greedy"],
+    ids=["warped", "plain", "greedy", "min_new_tokens"],
 )
 def test_compacting_decoder_matches_generate(arch, params, monkeypatch):
     model, tok = tiny_pair(arch=arch, pretrain_steps=40)
@@ -42,9 +43,21 @@ def test_compacting_decoder_matches_generate(arch, params, monkeypatch):
     assert [s.texts for s in fast] == [s.texts for s in slow]
     # Same random numbers consumed: the training trajectory after a rollout is unchanged.
     assert torch.equal(rng_fast, rng_slow)
-    if params.do_sample:
+    if params.do_sample and not params.extra:
         lengths = {len(c) for s in fast for c in s.completion_ids}
         assert len(lengths) > 1, "rows should stop at different lengths for this test to bite"
+
+
+def test_min_new_tokens_holds_eos_back():
+    model, tok = tiny_pair(pretrain_steps=40)
+    lengths = {}
+    for floor in (0, 3):
+        params = SamplingParams(max_new_tokens=12, extra={"min_new_tokens": floor})
+        torch.manual_seed(0)
+        out = generate_samples(model, tok, prompts(4), 4, params)
+        lengths[floor] = [len(c) for s in out for c in s.completion_ids]
+    assert min(lengths[0]) < 3, "some row must stop early for the floor to bite"
+    assert min(lengths[3]) >= 3
 
 
 def test_greedy_copies_still_rejected():

@@ -113,6 +113,11 @@ COMMON = dict(
         simple("preference_loss", st.just("sigmoid"), st.sampled_from(["ipo", "", 3])),
         simple("item_seeded_sampling", st.booleans(), bad_bool),
         simple(
+            "decode_fast_path",
+            st.sampled_from(["auto", "on", "off", " ON "]),
+            st.sampled_from(["fast", "", None, 1]),
+        ),
+        simple(
             "distributed_mode",
             st.sampled_from(["auto", "single", "ddp", "DDP"]),
             st.sampled_from(["fsdp", "mpi", ""]),

@@ -108,6 +108,10 @@ FIELDS = {
         st.sampled_from(["deepspeed", "zero3", "", None, 2]),
     ),
     "item_seeded_sampling": (st.booleans(), bad_bool),
+    "decode_fast_path": (
+        st.sampled_from(["auto", "on", "off", " ON "]),
+        st.sampled_from(["fast", "", None, 1]),
+    ),
     "report_to": (
         st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),
         st.sampled_from(["tensorbord", ["jsonl", 3], 5]),

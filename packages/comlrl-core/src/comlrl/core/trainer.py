@@ -139,7 +139,10 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)
         self._shared_agents = len({id(m) for m in self.agents}) < len(self.agents)
         self.rollout_backend = HFBackend(
-            self.agents, self.tokenizers, self.args.generation_batch_size
+            self.agents,
+            self.tokenizers,
+            self.args.generation_batch_size,
+            fast_path=self.args.decode_fast_path,
         )
         if self.dist.sharding == "fsdp":
             from comlrl.core.sharding import ShardedAgents

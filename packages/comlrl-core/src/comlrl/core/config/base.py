@@ -188,6 +188,14 @@ class CommonConfig:
         help="Most sequences per `generate` call, a memory budget; None sets no cap.",
         check=Integer(1, optional=True),
     )
+    decode_fast_path: str = knob(
+        "auto",
+        help="Rollout decoding on a static KV cache with a compiled decode step (CUDA graphs "
+        "on a GPU): `on` uses it wherever the model allows (others warn once and decode as "
+        "before), `off` never, `auto` on CUDA devices only (on CPU it measured slower; "
+        "docs/performance.md).",
+        check=Choice(("auto", "on", "off")),
+    )
     logprob_max_tokens: int | None = knob(
         None,
         help="Most padded tokens per loss forward (micro-batching); None sets no cap.",

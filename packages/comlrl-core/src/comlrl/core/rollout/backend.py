@@ -55,13 +55,21 @@ class HFBackend:
     ``max_sequences_per_call`` sequences. Seeded requests decode prompt by prompt, each with a
     ``torch.Generator`` of its own, so concurrent agents never share random state; only a model
     that the compacting decoder cannot serve (beam search, extra logits processors) falls back
-    to ``model.generate`` under a lock on the process-wide generator.
+    to ``model.generate`` under a lock on the process-wide generator. ``fast_path`` is the
+    ``decode_fast_path`` setting (see :mod:`comlrl.core.rollout.static_decode`).
     """
 
-    def __init__(self, models: Sequence, tokenizers: Sequence, max_sequences_per_call=None):
+    def __init__(
+        self,
+        models: Sequence,
+        tokenizers: Sequence,
+        max_sequences_per_call=None,
+        fast_path: str = "auto",
+    ):
         self.models = models
         self.tokenizers = tokenizers
         self.max_sequences_per_call = max_sequences_per_call
+        self.fast_path = fast_path
 
     def generate(self, agent, prompts, n, params, seeds=None) -> list[PromptSamples]:
         """See :meth:`RolloutBackend.generate`."""
@@ -74,6 +82,7 @@ class HFBackend:
                 n,
                 params,
                 max_sequences_per_call=self.max_sequences_per_call,
+                fast_path=self.fast_path,
             )
         if len(seeds) != len(prompts):
             raise ValueError(f"seeds has {len(seeds)} entries for {len(prompts)} prompts.")
@@ -83,12 +92,26 @@ class HFBackend:
         for prompt, seed in zip(prompts, seeds):
             if own_generator:
                 gen = torch.Generator(device=device).manual_seed(seed)
-                out.extend(generate_samples(model, tokenizer, [prompt], n, params, generator=gen))
+                out.extend(
+                    generate_samples(
+                        model,
+                        tokenizer,
+                        [prompt],
+                        n,
+                        params,
+                        generator=gen,
+                        fast_path=self.fast_path,
+                    )
+                )
                 continue
             devices = [device] if device.type == "cuda" else []
             with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
                 torch.manual_seed(seed)
-                out.extend(generate_samples(model, tokenizer, [prompt], n, params))
+                out.extend(
+                    generate_samples(
+                        model, tokenizer, [prompt], n, params, fast_path=self.fast_path
+                    )
+                )
         return out
 
     def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:

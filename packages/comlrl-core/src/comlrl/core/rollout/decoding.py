@@ -38,7 +38,15 @@ _PROCESSOR_FIELDS = (
     "diversity_penalty",
     "max_time",
 )
-_PLAIN_KEYS = {"max_new_tokens", "num_beams", "do_sample", "temperature", "top_p", "top_k"}
+_PLAIN_KEYS = {
+    "max_new_tokens",
+    "min_new_tokens",
+    "num_beams",
+    "do_sample",
+    "temperature",
+    "top_p",
+    "top_k",
+}
 
 
 def supports_compacting(model, gen_kwargs: dict[str, Any]) -> bool:
@@ -61,7 +69,15 @@ def supports_compacting(model, gen_kwargs: dict[str, Any]) -> bool:
     )
 
 
-def _next_tokens(
+def hold_eos(logits: torch.Tensor, step: int, gen_kwargs: dict[str, Any], eos: torch.Tensor):
+    """``generate``'s ``min_new_tokens`` rule: before that many new tokens, EOS is impossible
+    (its logits are set to -inf ahead of the temperature/top-k/top-p warpers)."""
+    if step < int(gen_kwargs.get("min_new_tokens") or 0) and eos.numel():
+        logits = logits.index_fill(-1, eos, float("-inf"))
+    return logits
+
+
+def next_tokens(
     logits: torch.Tensor,
     gen_kwargs: dict[str, Any],
     owner: torch.Tensor,
@@ -152,7 +168,8 @@ def decode_compacting(
     live = torch.ones(rows, dtype=torch.bool, device=device)
     last_pos = positions[:, -1]
     for step in range(max_new):
-        tokens = _next_tokens(logits, gen_kwargs, owner, rows, generator)
+        logits = hold_eos(logits, step, gen_kwargs, eos)
+        tokens = next_tokens(logits, gen_kwargs, owner, rows, generator)
         for r, t in zip(owner[live].tolist(), tokens[live].tolist()):
             out[r].append(t)
         if eos.numel():

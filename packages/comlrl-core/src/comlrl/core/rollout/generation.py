@@ -19,6 +19,7 @@ import torch
 
 from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.decoding import decode_compacting, supports_compacting
+from comlrl.core.rollout.static_decode import choose_decoder, decode_static
 
 
 @dataclass
@@ -121,9 +122,12 @@ def sample_rows(
     eos_ids: set[int],
     pad_id: int,
     generator: torch.Generator | None = None,
+    fast_path: str = "auto",
 ) -> list[list[int]]:
     """``num_samples`` completions per left-padded prompt row (prompt-major), each trimmed
-    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``.
+    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``, or its
+    static-cache, compiled twin when ``fast_path`` (``decode_fast_path``) selects it (see
+    :mod:`comlrl.core.rollout.static_decode`).
 
     ``generator`` seeds the draws of :func:`decode_compacting`; ``model.generate`` always draws
     from the process-wide generator, so a caller that needs a seed on that path seeds it
@@ -131,7 +135,8 @@ def sample_rows(
     # Greedy decoding of K > 1 copies is rejected by ``generate``; leave that error to it.
     greedy_copies = not gen_kwargs.get("do_sample") and num_samples > 1
     if not greedy_copies and supports_compacting(model, gen_kwargs):
-        rows = decode_compacting(
+        static = choose_decoder(model, gen_kwargs, fast_path) == "static"
+        rows = (decode_static if static else decode_compacting)(
             model,
             input_ids,
             attention_mask,
@@ -165,6 +170,7 @@ def generate_samples(
     max_sequences_per_call: int | None = None,
     prompt_ids: Sequence[Sequence[int]] | None = None,
     generator: torch.Generator | None = None,
+    fast_path: str = "auto",
 ) -> list[PromptSamples]:
     """Sample ``num_samples`` completions for every prompt.
 
@@ -172,7 +178,7 @@ def generate_samples(
     the batch (a memory budget); then prompts are chunked, keeping each prompt's samples together.
     The model's training mode and ``requires_grad`` flags are restored afterwards.
     ``generator`` supplies the sampling draws of the compacting decoder (see
-    :func:`sample_rows`).
+    :func:`sample_rows`); ``fast_path`` is the ``decode_fast_path`` setting.
     """
     if not prompts:
         return []
@@ -205,6 +211,7 @@ def generate_samples(
                     eos_ids,
                     pad_id,
                     generator,
+                    fast_path,
                 )
                 for j, p_ids in enumerate(chunk):
                     rows = new[j * num_samples : (j + 1) * num_samples]

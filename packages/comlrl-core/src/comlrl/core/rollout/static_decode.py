@@ -1,0 +1,214 @@
+"""The decode fast path: a pre-allocated (static) KV cache and a compiled decode step.
+
+:func:`decode_static` follows :func:`~comlrl.core.rollout.decoding.decode_compacting` step for
+step (the same prefill, the same sampling rule and the same random draws), but decodes into a
+``transformers`` ``StaticCache`` whose shapes stay fixed between steps, so one compiled graph
+(``torch.compile``; on CUDA in ``reduce-overhead`` mode, i.e. CUDA graphs) serves every step.
+Finished rows still leave the batch: when the live rows fit in a power of two below the current
+batch, the cache rows are gathered (``index_select``) into that smaller bucket. Batch sizes are
+powers of two after the first drop and cache lengths are rounded up to :data:`LENGTH_BUCKET`, so
+a handful of graphs is reused across calls.
+
+:func:`choose_decoder` decides per call (``decode_fast_path``: ``auto`` / ``on`` / ``off``) and
+falls back to the compacting decoder for anything the fast path cannot serve, naming the
+reason once in a warning when the fast path was asked for explicitly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.rollout.decoding import hold_eos, next_tokens, supports_compacting
+
+FAST_PATH_MODES = ("auto", "on", "off")
+# Cache lengths are rounded up to a multiple of this, so prompts of similar width share graphs.
+LENGTH_BUCKET = 32
+# Device types on which ``auto`` takes the fast path (measured: on CPU it is slower for the
+# test-model sizes, see docs/performance.md).
+AUTO_DEVICE_TYPES = ("cuda",)
+# Graphs per compiled step before dynamo gives up (one per batch bucket and cache length).
+_RECOMPILE_LIMIT = 64
+
+_compiled: dict[str, Any] = {}
+_warned: set[tuple[str, str]] = set()
+
+
+def fast_path_blocker(model, gen_kwargs: dict[str, Any]) -> str | None:
+    """Why :func:`decode_static` cannot serve ``model`` with these settings (None: it can)."""
+    if not supports_compacting(model, gen_kwargs):
+        return "the sampling settings or the model need model.generate"
+    if not getattr(model, "_can_compile_fullgraph", False):
+        return f"{type(model).__name__} declares no static-cache (compile) support"
+    device_map = getattr(model, "hf_device_map", None)
+    if device_map and len(set(device_map.values())) > 1:
+        return "the model is split or offloaded across devices (hf_device_map)"
+    devices = set()
+    for p in model.parameters():
+        if p.device.type == "meta":
+            return "the model has offloaded (meta) parameters"
+        if hasattr(p, "device_mesh") or hasattr(p, "_local_tensor"):
+            return "the model is sharded (DTensor parameters)"
+        devices.add(p.device)
+    if len(devices) > 1:
+        return "the model's parameters are on several devices"
+    layer_types = getattr(model.config.get_text_config(decoder=True), "layer_types", None)
+    if layer_types and any(t != "full_attention" for t in layer_types):
+        return "the model has sliding-window or hybrid attention layers"
+    return None
+
+
+def choose_decoder(model, gen_kwargs: dict[str, Any], mode: str) -> str:
+    """``"static"`` or ``"compacting"`` for this call under ``decode_fast_path=mode``."""
+    if mode not in FAST_PATH_MODES:
+        raise ValueError(f"decode_fast_path must be one of {FAST_PATH_MODES}, got {mode!r}.")
+    if mode == "off":
+        return "compacting"
+    if mode == "auto" and next(model.parameters()).device.type not in AUTO_DEVICE_TYPES:
+        return "compacting"
+    reason = fast_path_blocker(model, gen_kwargs)
+    if reason is None:
+        return "static"
+    key = (type(model).__name__, reason)
+    if mode == "on" and key not in _warned:
+        _warned.add(key)
+        warnings.warn(
+            f"decode_fast_path='on': {reason}; decoding on the compacting path instead.",
+            stacklevel=3,
+        )
+    return "compacting"
+
+
+def _step(model, cache_arg: str, tokens, positions, mask, cache, keep_logits: dict):
+    result = model(
+        input_ids=tokens,
+        attention_mask=mask,
+        position_ids=positions,
+        use_cache=True,
+        **{cache_arg: cache},
+        **keep_logits,
+    )
+    return result.logits[:, -1, :].float()
+
+
+def compiled_step(device_type: str, backend: str = "inductor"):
+    """The decode step, compiled once per device type and ``torch.compile`` backend (inductor
+    on CUDA: in ``reduce-overhead`` mode, which captures CUDA graphs)."""
+    key = (device_type, backend)
+    if key not in _compiled:
+        mode = "reduce-overhead" if device_type == "cuda" and backend == "inductor" else None
+        _compiled[key] = torch.compile(_step, dynamic=False, backend=backend, mode=mode)
+    return _compiled[key]
+
+
+def _bucket_rows(live: int) -> int:
+    return 1 << max(0, live - 1).bit_length()
+
+
+def _to_static(model, cache, length: int):
+    """A ``StaticCache`` of ``length`` positions holding the prefilled ``cache``'s keys/values."""
+    from transformers import StaticCache
+
+    static = StaticCache(config=model.config, max_cache_len=length)
+    for layer, filled in zip(static.layers, cache.layers, strict=True):
+        width = filled.keys.shape[-2]
+        layer.lazy_initialization(filled.keys, filled.values)
+        layer.keys[:, :, :width].copy_(filled.keys)
+        layer.values[:, :, :width].copy_(filled.values)
+        layer.cumulative_length.fill_(width)
+    return static
+
+
+def _select_rows(cache, keep: torch.Tensor) -> None:
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, keep)
+        layer.values = layer.values.index_select(0, keep)
+        layer.batch_size = int(keep.numel())
+        torch._dynamo.mark_static_address(layer.keys)
+        torch._dynamo.mark_static_address(layer.values)
+
+
+def decode_static(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    gen_kwargs: dict[str, Any],
+    eos_ids: set[int],
+    pad_id: int,
+    copies: int = 1,
+    generator: torch.Generator | None = None,
+    *,
+    compile_backend: str | None = "inductor",
+) -> list[list[int]]:
+    """What :func:`~comlrl.core.rollout.decoding.decode_compacting` returns for the same
+    arguments, decoded on a static cache by a step compiled with ``compile_backend`` (None: the
+    same step uncompiled). The caller checks :func:`fast_path_blocker` first."""
+    max_new = int(gen_kwargs["max_new_tokens"])
+    rows = input_ids.shape[0] * copies
+    out: list[list[int]] = [[] for _ in range(rows)]
+    if max_new <= 0 or rows == 0:
+        return out
+    device = input_ids.device
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+    keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
+    cache_arg = cache_argument(type(model))
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    # The prefill is the compacting decoder's own (eager, dynamic cache), then moved over.
+    result = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=positions,
+        use_cache=True,
+        **keep_logits,
+    )
+    cache = returned_cache(result)
+    logits = result.logits[:, -1, :].float()
+    mask = attention_mask
+    if copies > 1:
+        cache.batch_repeat_interleave(copies)
+        logits = logits.repeat_interleave(copies, dim=0)
+        positions = positions.repeat_interleave(copies, dim=0)
+        mask = mask.repeat_interleave(copies, dim=0)
+    width = mask.shape[1]
+    length = -(-(width + max_new) // LENGTH_BUCKET) * LENGTH_BUCKET
+    static = _to_static(model, cache, length)
+    del cache
+    # One mask for every step: the prompt's padding, then every later slot open (the causal
+    # rule hides the slots not written yet).
+    mask = torch.cat([mask, mask.new_ones((rows, length - width))], dim=1)
+    step_fn = _step if compile_backend is None else compiled_step(device.type, compile_backend)
+    owner = torch.arange(rows, device=device)
+    live = torch.ones(rows, dtype=torch.bool, device=device)
+    last_pos = positions[:, -1]
+    with torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT):
+        for step in range(max_new):
+            logits = hold_eos(logits, step, gen_kwargs, eos)
+            tokens = next_tokens(logits, gen_kwargs, owner, rows, generator)
+            for r, t in zip(owner[live].tolist(), tokens[live].tolist()):
+                out[r].append(t)
+            if eos.numel():
+                live = live & ~torch.isin(tokens, eos)
+            if step + 1 == max_new or not bool(live.any()):
+                break
+            alive = int(live.sum())
+            target = _bucket_rows(alive)
+            if target < live.numel():
+                # live rows first, then finished ones to fill the bucket
+                keep = torch.cat([live.nonzero(), (~live).nonzero()[: target - alive]])[:, 0]
+                _select_rows(static, keep)
+                owner, tokens, mask, last_pos = (
+                    owner[keep],
+                    tokens[keep],
+                    mask[keep],
+                    last_pos[keep],
+                )
+                live = live[keep]
+            tokens = torch.where(live, tokens, torch.full_like(tokens, pad_id))
+            last_pos = last_pos + 1
+            logits = step_fn(
+                model, cache_arg, tokens[:, None], last_pos[:, None], mask, static, keep_logits
+            )
+    return out
