@@ -61,10 +61,11 @@ def posthoc_score(
         collaboration.role_formatters[0] if collaboration is not None else trainer.formatters[0]
     )
     prompts = [first_prompt(item) for item in joint_items]
-    if reward_func is None:
-        reward_func = (
-            collaboration.task_reward if collaboration is not None else trainer.reward_func
-        )
+    if collaboration is not None and reward_func in (None, collaboration):
+        # the writer's trainer rewards joint texts; the roles are scored by the task's reward
+        reward_func = collaboration.task_reward
+    elif reward_func is None:
+        reward_func = trainer.reward_func
     caller = RewardCaller(reward_func, num_agents=num_agents)
     rewards = caller.score(texts, prompts=prompts, batch_items=joint_items).shared
     out = {"posthoc_reward": statistics.mean(rewards), "posthoc_samples": float(len(rewards))}

@@ -15,6 +15,11 @@ def test_centralized_writer_is_scored_on_its_split_roles(tmp_path):
     items = posthoc.length_ratio_items()[:2]
 
     scores = posthoc.posthoc_score(trainer, items=items, samples_per_prompt=2)
+    # the benchmark passes the trainer's own reward (the collaboration): the same scores
+    as_trained = posthoc.posthoc_score(
+        trainer, items=items, reward_func=trainer.reward_func, samples_per_prompt=2
+    )
+    assert as_trained == scores
 
     # the same samples, split by hand, give the same reward
     roles, fractions = posthoc.centralized_texts(trainer, collaboration, items, 2, 12345)
