@@ -142,27 +142,7 @@ def decode_compacting(
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
     cache_arg = cache_argument(type(model))
-
-    def prefill(ids: torch.Tensor, mask: torch.Tensor):
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        res = model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep_logits
-        )
-        return res, returned_cache(res), pos
-
-    result, cache, positions = prefill(input_ids, attention_mask)
-    logits = result.logits[:, -1, :].float()
-    mask = attention_mask
-    if copies > 1:
-        if hasattr(cache, "batch_repeat_interleave"):
-            cache.batch_repeat_interleave(copies)
-            logits = logits.repeat_interleave(copies, dim=0)
-            positions = positions.repeat_interleave(copies, dim=0)
-            mask = mask.repeat_interleave(copies, dim=0)
-        else:  # a cache that cannot be repeated: encode every copy
-            mask = attention_mask.repeat_interleave(copies, dim=0)
-            result, cache, positions = prefill(input_ids.repeat_interleave(copies, dim=0), mask)
-            logits = result.logits[:, -1, :].float()
+    cache, logits, positions, mask = prefill_copies(model, input_ids, attention_mask, copies)
     can_drop = hasattr(cache, "batch_select_indices")
     owner = torch.arange(rows, device=device)  # original row of each batch row
     live = torch.ones(rows, dtype=torch.bool, device=device)
@@ -196,3 +176,33 @@ def decode_compacting(
         cache = returned_cache(result)
         logits = result.logits[:, -1, :].float()
     return out
+
+
+def prefill_copies(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, copies: int):
+    """Encode every (left-padded) prompt once and repeat its KV cache for its ``copies``
+    (prompt-major); a cache that cannot be repeated gets every copy encoded instead.
+
+    Returns the cache, the float logits of each row's last position, the position ids and the
+    attention mask, all ``rows * copies`` long.
+    """
+    keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
+
+    def prefill(ids: torch.Tensor, mask: torch.Tensor):
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        res = model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep_logits
+        )
+        return returned_cache(res), res.logits[:, -1, :].float(), pos
+
+    cache, logits, positions = prefill(input_ids, attention_mask)
+    mask = attention_mask
+    if copies > 1:
+        if hasattr(cache, "batch_repeat_interleave"):
+            cache.batch_repeat_interleave(copies)
+            logits = logits.repeat_interleave(copies, dim=0)
+            positions = positions.repeat_interleave(copies, dim=0)
+            mask = mask.repeat_interleave(copies, dim=0)
+        else:  # a cache that cannot be repeated: encode every copy
+            mask = attention_mask.repeat_interleave(copies, dim=0)
+            cache, logits, positions = prefill(input_ids.repeat_interleave(copies, dim=0), mask)
+    return cache, logits, positions, mask

@@ -21,8 +21,13 @@ from typing import Any
 
 import torch
 
-from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
-from comlrl.core.rollout.decoding import hold_eos, next_tokens, supports_compacting
+from comlrl.core.forward_api import cache_argument, forward_takes
+from comlrl.core.rollout.decoding import (
+    hold_eos,
+    next_tokens,
+    prefill_copies,
+    supports_compacting,
+)
 
 FAST_PATH_MODES = ("auto", "on", "off")
 # Cache lengths are rounded up to a multiple of this, so prompts of similar width share graphs.
@@ -155,23 +160,8 @@ def decode_static(
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
     cache_arg = cache_argument(type(model))
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     # The prefill is the compacting decoder's own (eager, dynamic cache), then moved over.
-    result = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=positions,
-        use_cache=True,
-        **keep_logits,
-    )
-    cache = returned_cache(result)
-    logits = result.logits[:, -1, :].float()
-    mask = attention_mask
-    if copies > 1:
-        cache.batch_repeat_interleave(copies)
-        logits = logits.repeat_interleave(copies, dim=0)
-        positions = positions.repeat_interleave(copies, dim=0)
-        mask = mask.repeat_interleave(copies, dim=0)
+    cache, logits, positions, mask = prefill_copies(model, input_ids, attention_mask, copies)
     width = mask.shape[1]
     length = -(-(width + max_new) // LENGTH_BUCKET) * LENGTH_BUCKET
     static = _to_static(model, cache, length)
