@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The MAGRPO demo's sampling and logging (comlrl train's default run) for sections built here.
-SAMPLING = {"max_new_tokens": 32, "temperature": 1.0, "top_p": 1.0, "top_k": None}
-LOGGING = {"logging_steps": 1, "eval_interval": 8, "eval_num_samples": 4}
+# the MAGRPO demo's sampling and logging, shared with the preference-family benchmark
+from benchmarks.pbrl_learning import LOGGING, SAMPLING
 
 # IAC/MAAC on the demo budget (6 epochs x 16 items x 4 samples, tiny critics), as in the audit.
 AC_DEMO = {
