@@ -1,5 +1,6 @@
-"""Decoding speed of the rollout decoders on the test models: today's compacting decoder
-against the static-cache decoder, uncompiled and compiled (``torch.compile``).
+"""Decoding speed of the rollout decoders on the test models: the compacting decoder through
+``model.forward`` and with the direct decode step, against the static-cache decoder, uncompiled
+and compiled (``torch.compile``).
 
     nice -n 19 uv run --frozen python -m benchmarks.decode_speed --sizes tiny small
 
@@ -20,12 +21,14 @@ import time
 import torch
 
 from comlrl.core.rollout.decoding import decode_compacting
+from comlrl.core.rollout.direct_step import verified
 from comlrl.core.rollout.generation import SamplingParams, left_pad, tokenize_prompts
 from comlrl.core.rollout.static_decode import decode_static
 from comlrl.core.testing import prompts, tiny_model_dir
 
 DECODERS = {
     "compacting": lambda *a: decode_compacting(*a),
+    "direct": lambda *a: decode_compacting(*a, direct=True),
     "static": lambda *a: decode_static(*a, compile_backend=None),
     "static+compile": lambda *a: decode_static(*a, compile_backend="inductor"),
 }
@@ -37,12 +40,15 @@ def measure(size: str, args) -> list[dict]:
 
     path = tiny_model_dir(size=size)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
+    if not verified(model):
+        raise SystemExit(f"the direct step does not serve the {size} test model")
     tok = AutoTokenizer.from_pretrained(path)
     ids, mask = left_pad(tokenize_prompts(tok, prompts(args.prompts)), tok.pad_token_id)
     floor = {} if args.stop_early else {"min_new_tokens": args.new_tokens}
     kwargs = SamplingParams(max_new_tokens=args.new_tokens, extra=floor).generate_kwargs()
     out, reference = [], None
-    for name, decode in DECODERS.items():
+    for name in args.decoders:
+        decode = DECODERS[name]
 
         def run(seed, decode=decode):
             gen = torch.Generator().manual_seed(seed)
@@ -86,6 +92,13 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--stop-early", action="store_true", help="let rows stop at EOS")
+    p.add_argument(
+        "--decoders",
+        nargs="+",
+        choices=list(DECODERS),
+        default=list(DECODERS),
+        help="which decoders (the first one is the reference for `same rows`)",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     records = [r for size in args.sizes for r in measure(size, args)]

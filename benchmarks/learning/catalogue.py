@@ -155,6 +155,24 @@ RUNS: tuple[RunSpec, ...] = (
         reference_kl_coef=0.01,
     ),
     _magrpo_menu("kl_in_loss", "KL in the loss (beta 0.04)", beta=0.04),
+    # One decode pass over several buffers (docs/performance.md): later buffers are off-policy.
+    _magrpo_menu("span_2_buffers", "rollouts span 2 buffers, uncorrected", rollout_batch_size=8),
+    _magrpo_menu(
+        "span_2_buffers_ppo",
+        "rollouts span 2 buffers, ratio-corrected",
+        rollout_batch_size=8,
+        policy_loss="ppo",
+    ),
+    _magrpo_menu("span_4_buffers", "rollouts span 4 buffers, uncorrected", rollout_batch_size=16),
+    _magrpo_menu(
+        "span_4_buffers_ppo",
+        "rollouts span 4 buffers, ratio-corrected",
+        rollout_batch_size=16,
+        policy_loss="ppo",
+    ),
+    _magrpo_menu(
+        "one_buffer_ppo", "one buffer per rollout, ratio loss (on-policy)", policy_loss="ppo"
+    ),
     _menu("iac_2turn", "iac", "two turns, TD(0)", **IAC_2TURN),
     _menu("iac_2turn_gae", "iac", "two turns, GAE(0.95)", **IAC_2TURN, gae_lambda=0.95),
     _menu("maac_2turn", "maac", "two turns, TD(0)", **MAAC_2TURN),

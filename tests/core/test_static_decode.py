@@ -88,10 +88,11 @@ def test_modes_choose_the_decoder(pair):
     model, _ = pair
     kwargs = SamplingParams(max_new_tokens=4).generate_kwargs()
     assert fast_path_blocker(model, kwargs) is None
-    assert choose_decoder(model, kwargs, "on") == "static"
+    assert choose_decoder(model, kwargs, "compiled") == "static"
     assert choose_decoder(model, kwargs, "off") == "compacting"
-    # auto: only on CUDA devices (on CPU the fast path measured slower)
-    assert choose_decoder(model, kwargs, "auto") == "compacting"
+    # auto: the compiled path only on CUDA devices (on CPU it measured slower), else direct
+    assert choose_decoder(model, kwargs, "auto") == "direct"
+    assert choose_decoder(model, kwargs, "direct") == "direct"
     with pytest.raises(ValueError, match="decode_fast_path"):
         choose_decoder(model, kwargs, "fast")
 
@@ -99,12 +100,12 @@ def test_modes_choose_the_decoder(pair):
 def _assert_falls_back(model, kwargs, reason):
     assert reason in fast_path_blocker(model, kwargs)
     static_decode._warned.clear()
-    with pytest.warns(UserWarning, match="compacting path"):
-        assert choose_decoder(model, kwargs, "on") == "compacting"
+    with pytest.warns(UserWarning, match="decoding through model.forward"):
+        assert choose_decoder(model, kwargs, "compiled") == "compacting"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per model class and reason
-        assert choose_decoder(model, kwargs, "on") == "compacting"
-        assert choose_decoder(model, kwargs, "auto") == "compacting"
+        assert choose_decoder(model, kwargs, "compiled") == "compacting"
+        assert choose_decoder(model, kwargs, "auto") != "static"
 
 
 def test_unsupported_sampling_falls_back(pair):
@@ -160,13 +161,14 @@ def test_backend_routes_the_setting_to_the_decoder(pair, monkeypatch):
     monkeypatch.setattr(generation, "decode_static", spy)
     params = SamplingParams(max_new_tokens=6)
     seen = {}
-    for mode in ("off", "on"):
+    for mode in ("off", "compiled"):
         torch.manual_seed(0)
         out = HFBackend([model], [tok], fast_path=mode).generate(0, prompts(2), 2, params)
         seen[mode] = [s.completion_ids for s in out]
-        assert len(calls) == (mode == "on")
-    assert seen["on"] == seen["off"]
-    seeded = HFBackend([model], [tok], fast_path="on").generate(0, prompts(2), 2, params, [1, 2])
+        assert len(calls) == (mode == "compiled")
+    assert seen["compiled"] == seen["off"]
+    backend = HFBackend([model], [tok], fast_path="compiled")
+    seeded = backend.generate(0, prompts(2), 2, params, [1, 2])
     assert len(calls) == 3 and len(seeded) == 2
 
 
@@ -174,6 +176,7 @@ def test_config_field_is_checked():
     from comlrl.core.config.base import CommonConfig
 
     assert CommonConfig().decode_fast_path == "auto"
-    assert CommonConfig(decode_fast_path="ON").decode_fast_path == "on"
-    with pytest.raises(ValueError, match="decode_fast_path"):
-        CommonConfig(decode_fast_path="fast")
+    assert CommonConfig(decode_fast_path="Direct").decode_fast_path == "direct"
+    for bad in ("fast", "on"):
+        with pytest.raises(ValueError, match="decode_fast_path"):
+            CommonConfig(decode_fast_path=bad)

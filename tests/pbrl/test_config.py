@@ -114,8 +114,8 @@ COMMON = dict(
         simple("item_seeded_sampling", st.booleans(), bad_bool),
         simple(
             "decode_fast_path",
-            st.sampled_from(["auto", "on", "off", " ON "]),
-            st.sampled_from(["fast", "", None, 1]),
+            st.sampled_from(["auto", "direct", "compiled", "off", " OFF "]),
+            st.sampled_from(["fast", "on", "", None, 1]),
         ),
         simple(
             "distributed_mode",

@@ -109,8 +109,8 @@ FIELDS = {
     ),
     "item_seeded_sampling": (st.booleans(), bad_bool),
     "decode_fast_path": (
-        st.sampled_from(["auto", "on", "off", " ON "]),
-        st.sampled_from(["fast", "", None, 1]),
+        st.sampled_from(["auto", "direct", "compiled", "off", " OFF "]),
+        st.sampled_from(["fast", "on", "", None, 1]),
     ),
     "report_to": (
         st.sampled_from([None, "jsonl", ["jsonl", "tensorboard"], ["wandb"]]),

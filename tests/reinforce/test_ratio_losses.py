@@ -9,10 +9,11 @@ import torch
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
-from comlrl.reinforce import MAGRPOConfig
+from comlrl.core.testing import tiny_pair
+from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.reinforce.losses import gspo_loss, ppo_loss, reinforce_loss
 
-from .helpers import make_trainer
+from .helpers import PROMPTS, length_reward, make_config, make_trainer
 
 CFG = SimpleNamespace(epsilon=0.2, epsilon_high=None)
 
@@ -126,3 +127,35 @@ def test_several_iterations_log_clip_metrics(tmp_path):
     for r in recs:
         assert 0.0 <= r["agent_0/clip_fraction"] <= 1.0
         assert r["agent_0/approx_kl"] >= 0.0
+
+
+def test_a_rollout_spanning_two_buffers_corrects_the_second(tmp_path):
+    """One decode pass per agent over two buffers' items; the first buffer's update is
+    on-policy (every ratio is 1), the second's ratio sees how far the first update moved the
+    policy, through the log-probs taken at rollout."""
+    m0, tok = tiny_pair(seed=0)
+    m1, _ = tiny_pair(seed=1)
+    trainer = MAGRPOTrainer(
+        agents=[m0, m1],
+        tokenizer=tok,
+        train_dataset=PROMPTS,
+        reward_func=length_reward,
+        args=make_config(
+            policy_loss="ppo",
+            rollout_buffer_size=2,
+            rollout_batch_size=4,
+            agent_learning_rate=3e-2,
+            output_dir=str(tmp_path / "run"),
+        ),
+    )
+    calls = []
+    real = trainer.rollout_backend.generate
+    trainer.rollout_backend.generate = lambda *a, **k: calls.append(a[0]) or real(*a, **k)
+    trainer.train()
+    assert calls == [0, 1]  # one decode pass per agent for all four items
+    recs = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "agent_0/loss" in r]
+    assert len(recs) == 2
+    for agent in (0, 1):
+        first, second = (r[f"agent_{agent}/approx_kl"] for r in recs)
+        assert first < 1e-9
+        assert second > 1e-4

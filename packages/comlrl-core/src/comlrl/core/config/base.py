@@ -190,11 +190,14 @@ class CommonConfig:
     )
     decode_fast_path: str = knob(
         "auto",
-        help="Rollout decoding on a static KV cache with a compiled decode step (CUDA graphs "
-        "on a GPU): `on` uses it wherever the model allows (others warn once and decode as "
-        "before), `off` never, `auto` on CUDA devices only (on CPU it measured slower; "
-        "docs/performance.md).",
-        check=Choice(("auto", "on", "off")),
+        help="How rollouts decode (docs/performance.md): `direct` runs each step of a Llama, "
+        "Qwen2, Qwen3 or Mistral model as plain tensor ops on its weights, admitted per model by "
+        "a probe that its logits equal `forward`'s exactly; `compiled` uses a static KV cache "
+        "and a `torch.compile`d step (CUDA graphs on a GPU); `off` calls `model.forward` every "
+        "step; `auto` is `compiled` on CUDA and `direct` elsewhere. A model or setting a path "
+        "cannot serve decodes through `forward` (with one warning when the path was asked for "
+        "by name).",
+        check=Choice(("auto", "direct", "compiled", "off")),
     )
     logprob_max_tokens: int | None = knob(
         None,

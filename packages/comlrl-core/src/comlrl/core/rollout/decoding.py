@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.rollout.direct_step import make_steps
 
 # ``generation_config`` fields that add logits processors or stopping rules of their own; when a
 # model sets any of them away from the default, decoding goes through ``model.generate``.
@@ -125,13 +126,17 @@ def decode_compacting(
     pad_id: int,
     copies: int = 1,
     generator: torch.Generator | None = None,
+    *,
+    direct: bool = False,
 ) -> list[list[int]]:
     """Decode ``copies`` continuations of every (left-padded) row, prompt-major; return each
     continuation's new tokens, through its first EOS.
 
     Each prompt is encoded once and its KV cache repeated for its copies. Rows that hit EOS
     leave the batch: once a quarter of the batch has finished, the finished rows are dropped
-    from the inputs and the KV cache, so later steps only run live rows.
+    from the inputs and the KV cache, so later steps only run live rows. ``direct`` decodes
+    with :class:`~comlrl.core.rollout.direct_step.DirectSteps` (the caller checked
+    :func:`~comlrl.core.rollout.direct_step.verified`) instead of ``model.forward``.
     """
     max_new = int(gen_kwargs["max_new_tokens"])
     rows = input_ids.shape[0] * copies
@@ -140,10 +145,9 @@ def decode_compacting(
         return out
     device = input_ids.device
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
-    keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
-    cache_arg = cache_argument(type(model))
     cache, logits, positions, mask = prefill_copies(model, input_ids, attention_mask, copies)
-    can_drop = hasattr(cache, "batch_select_indices")
+    steps = make_steps(model, cache, mask, positions, max_new, direct)
+    del cache, mask
     owner = torch.arange(rows, device=device)  # original row of each batch row
     live = torch.ones(rows, dtype=torch.bool, device=device)
     last_pos = positions[:, -1]
@@ -156,25 +160,15 @@ def decode_compacting(
             live = live & ~torch.isin(tokens, eos)
         if step + 1 == max_new or not bool(live.any()):
             break
-        if can_drop and int(live.sum()) * 4 <= 3 * live.numel():
+        if steps.can_drop and int(live.sum()) * 4 <= 3 * live.numel():
             keep = live.nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            owner, tokens, mask, last_pos = owner[keep], tokens[keep], mask[keep], last_pos[keep]
+            steps.select(keep)
+            owner, tokens, last_pos = owner[keep], tokens[keep], last_pos[keep]
             live = live[keep]
         # Finished rows still in the batch are fed a pad; their outputs are ignored.
         tokens = torch.where(live, tokens, torch.full_like(tokens, pad_id))
-        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         last_pos = last_pos + 1
-        result = model(
-            input_ids=tokens[:, None],
-            attention_mask=mask,
-            position_ids=last_pos[:, None],
-            use_cache=True,
-            **{cache_arg: cache},
-            **keep_logits,
-        )
-        cache = returned_cache(result)
-        logits = result.logits[:, -1, :].float()
+        logits = steps(tokens, last_pos)
     return out
 
 

@@ -125,9 +125,10 @@ def sample_rows(
     fast_path: str = "auto",
 ) -> list[list[int]]:
     """``num_samples`` completions per left-padded prompt row (prompt-major), each trimmed
-    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``, or its
-    static-cache, compiled twin when ``fast_path`` (``decode_fast_path``) selects it (see
-    :mod:`comlrl.core.rollout.static_decode`).
+    after its first EOS. Uses :func:`decode_compacting` when it matches ``generate``: with the
+    direct decode step (:mod:`comlrl.core.rollout.direct_step`) or ``model.forward``, or its
+    static-cache, compiled twin, as ``fast_path`` (``decode_fast_path``) selects (see
+    :func:`comlrl.core.rollout.static_decode.choose_decoder`).
 
     ``generator`` seeds the draws of :func:`decode_compacting`; ``model.generate`` always draws
     from the process-wide generator, so a caller that needs a seed on that path seeds it
@@ -135,17 +136,12 @@ def sample_rows(
     # Greedy decoding of K > 1 copies is rejected by ``generate``; leave that error to it.
     greedy_copies = not gen_kwargs.get("do_sample") and num_samples > 1
     if not greedy_copies and supports_compacting(model, gen_kwargs):
-        static = choose_decoder(model, gen_kwargs, fast_path) == "static"
-        rows = (decode_static if static else decode_compacting)(
-            model,
-            input_ids,
-            attention_mask,
-            gen_kwargs,
-            eos_ids,
-            pad_id,
-            copies=num_samples,
-            generator=generator,
-        )
+        decoder = choose_decoder(model, gen_kwargs, fast_path)
+        args = (model, input_ids, attention_mask, gen_kwargs, eos_ids, pad_id, num_samples)
+        if decoder == "static":
+            rows = decode_static(*args, generator)
+        else:
+            rows = decode_compacting(*args, generator, direct=decoder == "direct")
         return [trim_completion(r, eos_ids, pad_id) for r in rows]
     out = model.generate(
         input_ids=input_ids,

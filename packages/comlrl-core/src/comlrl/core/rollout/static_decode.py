@@ -28,12 +28,13 @@ from comlrl.core.rollout.decoding import (
     prefill_copies,
     supports_compacting,
 )
+from comlrl.core.rollout.direct_step import direct_step_blocker, verified
 
-FAST_PATH_MODES = ("auto", "on", "off")
+FAST_PATH_MODES = ("auto", "direct", "compiled", "off")
 # Cache lengths are rounded up to a multiple of this, so prompts of similar width share graphs.
 LENGTH_BUCKET = 32
-# Device types on which ``auto`` takes the fast path (measured: on CPU it is slower for the
-# test-model sizes, see docs/performance.md).
+# Device types on which ``auto`` takes the compiled path (measured: on CPU it is slower for the
+# test-model sizes, see docs/performance.md); elsewhere ``auto`` takes the direct step.
 AUTO_DEVICE_TYPES = ("cuda",)
 # Graphs per compiled step before dynamo gives up (one per batch bucket and cache length).
 _RECOMPILE_LIMIT = 64
@@ -67,24 +68,35 @@ def fast_path_blocker(model, gen_kwargs: dict[str, Any]) -> str | None:
 
 
 def choose_decoder(model, gen_kwargs: dict[str, Any], mode: str) -> str:
-    """``"static"`` or ``"compacting"`` for this call under ``decode_fast_path=mode``."""
+    """``"static"``, ``"direct"`` or ``"compacting"`` for this call under
+    ``decode_fast_path=mode`` (the caller checked that the compacting decoder can serve it)."""
     if mode not in FAST_PATH_MODES:
         raise ValueError(f"decode_fast_path must be one of {FAST_PATH_MODES}, got {mode!r}.")
     if mode == "off":
         return "compacting"
-    if mode == "auto" and next(model.parameters()).device.type not in AUTO_DEVICE_TYPES:
-        return "compacting"
-    reason = fast_path_blocker(model, gen_kwargs)
-    if reason is None:
-        return "static"
+    on_auto_device = next(model.parameters()).device.type in AUTO_DEVICE_TYPES
+    if mode == "compiled" or (mode == "auto" and on_auto_device):
+        reason = fast_path_blocker(model, gen_kwargs)
+        if reason is None:
+            return "static"
+        if mode == "compiled":
+            _warn_once(model, mode, reason)
+            return "compacting"
+    if verified(model):
+        return "direct"
+    if mode == "direct":
+        _warn_once(model, mode, direct_step_blocker(model) or "its logits differ from forward's")
+    return "compacting"
+
+
+def _warn_once(model, mode: str, reason: str) -> None:
     key = (type(model).__name__, reason)
-    if mode == "on" and key not in _warned:
+    if key not in _warned:
         _warned.add(key)
         warnings.warn(
-            f"decode_fast_path='on': {reason}; decoding on the compacting path instead.",
-            stacklevel=3,
+            f"decode_fast_path={mode!r}: {reason}; decoding through model.forward instead.",
+            stacklevel=4,
         )
-    return "compacting"
 
 
 def _step(model, cache_arg: str, tokens, positions, mask, cache, keep_logits: dict):
