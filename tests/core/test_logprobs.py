@@ -213,8 +213,10 @@ def test_duplicate_rows_are_scored_once_and_share_their_value():
 def test_auto_shares_repeated_prompts_and_packs_or_pads_the_rest():
     model, tok = tiny_pair()
     pad = tok.pad_token_id
-    groups, kernel = plan(model, [[1, 2], [1, 2], [3]], [[4], [5, 6], [7]], None, pad)
-    assert kernel is shared_prompt_logprobs and sorted(groups[0]) == [0, 1, 2]
+    # one long prompt repeated six times: sharing it saves far more than its second pass costs
+    prompts = [[1] * 300] * 6 + [[3]]
+    groups, kernel = plan(model, prompts, [[4], [5, 6], [7], [8], [9], [4], [5]], None, pad)
+    assert kernel is shared_prompt_logprobs and sorted(groups[0]) == list(range(7))
     _, kernel = plan(model, [[1, 2], [3]], [[4], [5, 6]], None, pad)
     assert kernel is completion_logprobs or kernel.func is packed_logprobs
     assert (
@@ -240,3 +242,26 @@ def test_the_engine_refuses_bad_input_and_scores_no_rows():
         list(score_parts(model, [[1], [2]], [[3]], pad_id=pad))
     empty = score(model, [], [], pad_id=pad)
     assert empty.values.shape[0] == 0 and empty.sequence_sum().shape == (0,)
+
+
+def test_auto_shares_prompts_only_where_the_second_pass_pays():
+    from comlrl.core.logprobs.planning import shared_pass_cost_tokens, sharing_pays
+
+    tiny, _ = tiny_pair()
+    small, _ = tiny_pair(size="small")
+    # price per shared group: far higher for a 0.1M model (fixed costs) than for a 4.8M one
+    assert shared_pass_cost_tokens(tiny) > 5 * shared_pass_cost_tokens(small)
+    short = [[i + 1] * 14 for i in range(4) for _ in range(4)]  # 4 prompts x K=4, 14 tokens
+    long = [[i + 1] * 200 for i in range(4) for _ in range(4)]
+    comps = [[7] * 64 for _ in range(16)]
+    lengths = [64] * 16
+    assert not sharing_pays(tiny, short, lengths, None)  # saves 168 tokens: not worth a pass
+    assert sharing_pays(tiny, long, lengths, None)  # saves 2400 tokens
+    assert sharing_pays(small, short, lengths, None)
+    assert plan(tiny, short, comps, None, 0)[1] is not shared_prompt_logprobs
+    assert plan(tiny, long, comps, None, 0)[1] is shared_prompt_logprobs
+    assert plan(small, short, comps, None, 0)[1] is shared_prompt_logprobs
+    # either layout scores the same values
+    a = score(tiny, short, comps, pad_id=0, layout="shared_prompt")
+    b = score(tiny, short, comps, pad_id=0)
+    assert torch.allclose(a.values, b.values, atol=1e-5)

@@ -270,16 +270,10 @@ class MAGRPOTrainer(TrainerBase):
         pad = self.tokenizers[agent].pad_token_id
         opt.zero_grad(set_to_none=True)
         total = 0.0
-        # A node's K completions share its prompt: each micro-batch encodes a prompt once.
-        # Rows stay as they are (no dedupe), so the forwards and their float sums are unchanged.
+        # A node's K completions share its prompt; the planner encodes it once per micro-batch
+        # where that pays (planning.sharing_pays). Rows stay as they are (no dedupe).
         parts = score_parts(
-            model,
-            prompts,
-            comps,
-            pad_id=pad,
-            max_tokens=a.logprob_max_tokens,
-            dedupe=False,
-            layout="shared_prompt",
+            model, prompts, comps, pad_id=pad, max_tokens=a.logprob_max_tokens, dedupe=False
         )
         for idx, lp in parts:
             device = lp.values.device

@@ -16,6 +16,7 @@ and the head, plus a fixed price per forward.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterator, Sequence
 
 from comlrl.core.logprobs.kernels import (
@@ -284,6 +285,52 @@ def plan_forwards(
     return groups, functools.partial(packed_logprobs, width=width)
 
 
+# What the shared-prompt layout's second pass costs (the prompt pass, the cache gathered per row
+# and both passes' backward), in tokens of padded work, measured on CPU for the test models
+# (16 rows of 64 tokens over 4 prompts of ~14): about 690 tokens for a 0.1M-parameter body and 93
+# for a 4.8M one. Between and beyond, the price is interpolated in log-log space (compute grows
+# with the model, the fixed price far less) and kept within these bounds.
+_SHARED_PASS_COST = ((1.0e5, 690.0), (4.8e6, 93.0))
+_SHARED_PASS_BOUNDS = (8.0, 700.0)
+
+
+def shared_pass_cost_tokens(model) -> float:
+    """The extra price of a shared-prompt forward group on a CPU, in padded tokens, for
+    ``model``'s size (see :data:`_SHARED_PASS_COST`)."""
+    head = model.get_output_embeddings()
+    embeddings = model.get_input_embeddings()
+    body = sum(p.numel() for p in model.parameters())
+    tied = head is not None and embeddings is not None and head.weight is embeddings.weight
+    if head is not None and not tied:
+        body -= head.weight.numel()
+    (n0, c0), (n1, c1) = _SHARED_PASS_COST
+    slope = math.log(c1 / c0) / math.log(n1 / n0)
+    cost = c0 * (max(body, 1) / n0) ** slope
+    low, high = _SHARED_PASS_BOUNDS
+    return min(high, max(low, cost))
+
+
+def sharing_pays(
+    model, prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], max_tokens
+) -> bool:
+    """Whether encoding each distinct prompt once (two passes per group) is cheaper than padded
+    forwards over whole rows: the tokens each layout runs under the same budget, plus
+    :func:`shared_pass_cost_tokens` per shared group. The price was measured on a CPU only; on
+    other devices sharing is taken whenever a prompt repeats, until it is measured there."""
+    if next(model.parameters()).device.type != "cpu":
+        return True
+    groups = shared_prompt_micro_batches(prompt_ids, completion_lengths, max_tokens)
+    shared = sum(
+        len({tuple(prompt_ids[i]) for i in g}) * max(len(prompt_ids[i]) for i in g)
+        + len(g) * max(1, max(completion_lengths[i] for i in g))
+        for g in groups
+    )
+    p_lens = [len(p) for p in prompt_ids]
+    padded_groups = length_sorted_micro_batches(p_lens, completion_lengths, max_tokens)
+    padded = padded_tokens(padded_groups, p_lens, completion_lengths)
+    return shared + len(groups) * shared_pass_cost_tokens(model) < padded
+
+
 def plan(
     model,
     prompt_ids: Sequence[Sequence[int]],
@@ -300,7 +347,8 @@ def plan(
     (:func:`plan_forwards`: packed rows where they are verified and cheaper, else padding-aware
     padded forwards), ``"padded"`` (:func:`length_sorted_micro_batches` with
     :func:`~comlrl.core.logprobs.kernels.completion_logprobs`), or ``"auto"``: shared prompts
-    when some prompt repeats and the model can take a prompt cache, else ``"packed"``. A model
+    when some prompt repeats, the model can take a prompt cache and :func:`sharing_pays`,
+    else ``"packed"``. A model
     that cannot take a prompt cache gets ``"padded"`` for ``"shared_prompt"``.
     """
     if layout not in LAYOUTS:
@@ -308,7 +356,12 @@ def plan(
     c_lens = [len(c) for c in completion_ids]
     if layout == "auto":
         repeated = len({tuple(p) for p in prompt_ids}) < len(prompt_ids)
-        layout = "shared_prompt" if repeated and prompt_sharing_ready(model) else "packed"
+        sharing = repeated and prompt_sharing_ready(model)
+        if sharing and sharing_pays(model, prompt_ids, c_lens, max_tokens):
+            return shared_prompt_micro_batches(
+                prompt_ids, c_lens, max_tokens
+            ), shared_prompt_logprobs
+        layout = "packed"
     if layout == "shared_prompt" and not prompt_sharing_ready(model):
         # Its kernel would run padded rows, which shared-prompt groups may not fit.
         layout = "padded"
