@@ -136,7 +136,9 @@ class Point:
             logging_steps=1,
             # every node of a batch's trees: one update per batch (= per epoch) on both sides
             rollout_buffer_size=nodes_per_item(s) * self.items,
-            logprob_max_tokens=None,
+            # our memory knob (padded tokens per loss forward): without a cap, one forward over a
+            # whole buffer of multi-turn or K=16 rows peaked above the reference's RSS
+            logprob_max_tokens=2048,
             **SAMPLING,
         )
         return spec

@@ -210,7 +210,7 @@ def test_table_and_plot_subcommands(tmp_path, capsys):
         (dict(pts.BASE, num_agents=4, num_generations=2, num_turns=2), 2 + 4),
     ],
 )
-def test_tiny_point_runs_on_our_side(tiny_dir, settings, env_steps):
+def test_tiny_point_runs_on_our_side(tiny_dir, tmp_path, settings, env_steps):
     from benchmarks.ours import magrpo_builder
     from benchmarks.portable.protocol import timed_training
 
@@ -218,5 +218,5 @@ def test_tiny_point_runs_on_our_side(tiny_dir, settings, env_steps):
     spec = point.spec(model_dir=tiny_dir, device="cpu", threads=None, seed=0)
     spec["warmup_epochs"] = 0
     assert point.env_steps == env_steps
-    result = timed_training(magrpo_builder(spec, "unused"), lambda trainer, meter: None, spec)
+    result = timed_training(magrpo_builder(spec, str(tmp_path)), lambda trainer, meter: None, spec)
     assert result["env_steps"] == env_steps
