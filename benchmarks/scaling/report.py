@@ -95,6 +95,7 @@ def plot(results: dict, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     data = series(results)
     if not data:
@@ -109,6 +110,9 @@ def plot(results: dict, path: Path) -> Path:
                 top.plot(*zip(*pts), style, label=side)
         top.set_title(sw["sweep"], fontsize=9)
         top.set_yscale("log")
+        top.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        top.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        top.yaxis.set_minor_formatter(NullFormatter())
         top.set_xticks(sw["x"])
         top.grid(True, alpha=0.3)
         pts = [(x, y) for x, y in zip(sw["x"], sw["speedup"]) if y is not None]
