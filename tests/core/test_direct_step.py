@@ -142,6 +142,11 @@ def _eager(model):
     model.config._attn_implementation = "eager"
 
 
+def _sliding_window(model):
+    model.config.sliding_window = 4096  # as Mistral-7B-v0.1 ships
+    model.config.use_sliding_window = True
+
+
 def _dynamic_rope(model):
     model.config.rope_parameters = {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}
 
@@ -153,8 +158,9 @@ def _dynamic_rope(model):
         (_adapted, "plain nn.Linear"),
         (_eager, "sdpa"),
         (_dynamic_rope, "sequence length"),
+        (_sliding_window, "sliding-window"),
     ],
-    ids=["hooks", "adapter", "eager", "dynamic-rope"],
+    ids=["hooks", "adapter", "eager", "dynamic-rope", "sliding-window"],
 )
 def test_unmirrored_modules_block_the_direct_step(change, reason):
     model, _ = tiny_pair()

@@ -46,7 +46,10 @@ def direct_step_blocker(model) -> str | None:
     if rope.get("rope_type", "default") not in _ROPE_TYPES:
         return f"rotary type {rope.get('rope_type')!r} depends on the sequence length"
     layer_types = getattr(config, "layer_types", None)
-    if layer_types and any(t != "full_attention" for t in layer_types):
+    sliding = getattr(config, "sliding_window", None) and getattr(
+        config, "use_sliding_window", True
+    )
+    if sliding or (layer_types and any(t != "full_attention" for t in layer_types)):
         return "the model has sliding-window or hybrid attention layers"
     inner = getattr(model, "model", None)
     parts = ("embed_tokens", "layers", "norm", "rotary_emb")
