@@ -34,6 +34,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             top_p=spec["top_p"],
             top_k=spec["top_k"],
             num_turns=spec["num_turns"],
+            joint_mode=spec.get("joint_mode", "aligned"),
             early_termination_threshold=tasks.NO_EARLY_STOP,
             eval_interval=0,
             rollout_buffer_size=spec["rollout_buffer_size"],

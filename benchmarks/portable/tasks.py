@@ -1,8 +1,10 @@
-"""The benchmark's task: two agents, a length-ratio reward and a feedback transition.
+"""The benchmark's task: a length-ratio reward and a feedback transition, for any agent count.
 
 Written without any comlrl import so that the reference venv and ours call the same functions.
 The reward follows comlrl.tasks.length_ratio: 1.0 when the second answer is 2-3x as long as the
-first, decaying as exp(-distance) outside that window.
+first, decaying as exp(-distance) outside that window. With more than two agents every agent
+is scored against the one before it (a chain of pairs) and the pair scores are averaged; with
+two agents that is the single pair, so the two-agent workloads see exactly the original task.
 """
 
 from __future__ import annotations
@@ -44,9 +46,21 @@ def _ratio_score(first: str, second: str) -> float:
     return math.exp(-(2.0 - ratio if ratio < 2.0 else ratio - 3.0))
 
 
-def length_ratio_reward(completions1, completions2) -> list[float]:
-    """One joint reward in [0, 1] per (first, second) pair of answers."""
-    return [_ratio_score(a, b) for a, b in zip(completions1, completions2)]
+def length_ratio_reward(*completions) -> list[float]:
+    """One joint reward in [0, 1] per joint action, from one list of answers per agent.
+
+    Two agents: the ratio score of each (first, second) pair. N agents: the mean of the N - 1
+    scores of consecutive agents (agent i against agent i - 1) in each joint action.
+    """
+    if len(completions) < 2:
+        raise ValueError(
+            f"length_ratio_reward needs the answers of at least 2 agents, got {len(completions)}"
+        )
+    pairs = len(completions) - 1
+    return [
+        sum(_ratio_score(joint[i], joint[i + 1]) for i in range(pairs)) / pairs
+        for joint in zip(*completions)
+    ]
 
 
 def feedback_transition(
@@ -57,15 +71,25 @@ def feedback_transition(
     prompt_history_per_agent=None,
     response_history_per_agent=None,
 ):
-    """Next-turn prompts: each agent hears how long the previous answers were."""
-    first, second = agent_completions[0], agent_completions[1]
-    ratio = len(second) / max(1, len(first))
-    hint = "longer" if ratio < 2.0 else ("shorter" if ratio > 3.0 else "the same")
-    return [
-        f"{prompt} Your previous answer was {len(first)} characters. Write it again.",
-        f"{prompt} The other answer was {len(first)} characters and yours {len(second)}. "
-        f"Write it again, {hint}.",
-    ][:num_agents]
+    """Next-turn prompts: each agent hears how long the previous answers were.
+
+    The first agent hears its own length; every later agent i hears agent i - 1's length and its
+    own, with a hint towards the 2-3x window. One prompt per agent (``num_agents`` of them).
+    """
+    lengths = [len(text) for text in agent_completions[:num_agents]]
+    if len(lengths) < num_agents:
+        raise ValueError(
+            f"feedback_transition got {len(lengths)} completions for num_agents={num_agents}"
+        )
+    prompts = [f"{prompt} Your previous answer was {lengths[0]} characters. Write it again."]
+    for before, own in zip(lengths, lengths[1:]):
+        ratio = own / max(1, before)
+        hint = "longer" if ratio < 2.0 else ("shorter" if ratio > 3.0 else "the same")
+        prompts.append(
+            f"{prompt} The other answer was {before} characters and yours {own}. "
+            f"Write it again, {hint}."
+        )
+    return prompts[:num_agents]
 
 
 # Above any reachable mean reward, so every tree grows to num_turns on both sides.
