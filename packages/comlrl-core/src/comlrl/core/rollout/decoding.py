@@ -128,6 +128,7 @@ def decode_compacting(
     generator: torch.Generator | None = None,
     *,
     direct: bool = False,
+    steps_factory=None,
 ) -> list[list[int]]:
     """Decode ``copies`` continuations of every (left-padded) row, prompt-major; return each
     continuation's new tokens, through its first EOS.
@@ -136,7 +137,9 @@ def decode_compacting(
     leave the batch: once a quarter of the batch has finished, the finished rows are dropped
     from the inputs and the KV cache, so later steps only run live rows. ``direct`` decodes
     with :class:`~comlrl.core.rollout.direct_step.DirectSteps` (the caller checked
-    :func:`~comlrl.core.rollout.direct_step.verified`) instead of ``model.forward``.
+    :func:`~comlrl.core.rollout.direct_step.verified`) instead of ``model.forward``;
+    ``steps_factory(model, cache, mask, positions, max_new)`` supplies other decode steps
+    (the static-cache path's), with their own ``keep_rows`` rule for dropping finished rows.
     """
     max_new = int(gen_kwargs["max_new_tokens"])
     rows = input_ids.shape[0] * copies
@@ -146,7 +149,10 @@ def decode_compacting(
     device = input_ids.device
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     cache, logits, positions, mask = prefill_copies(model, input_ids, attention_mask, copies)
-    steps = make_steps(model, cache, mask, positions, max_new, direct)
+    if steps_factory is None:
+        steps = make_steps(model, cache, mask, positions, max_new, direct)
+    else:
+        steps = steps_factory(model, cache, mask, positions, max_new)
     del cache, mask
     owner = torch.arange(rows, device=device)  # original row of each batch row
     live = torch.ones(rows, dtype=torch.bool, device=device)
@@ -160,8 +166,8 @@ def decode_compacting(
             live = live & ~torch.isin(tokens, eos)
         if step + 1 == max_new or not bool(live.any()):
             break
-        if steps.can_drop and int(live.sum()) * 4 <= 3 * live.numel():
-            keep = live.nonzero().squeeze(1)
+        keep = steps.keep_rows(live)
+        if keep is not None:
             steps.select(keep)
             owner, tokens, last_pos = owner[keep], tokens[keep], last_pos[keep]
             live = live[keep]

@@ -134,6 +134,13 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def compacting_keep(live: torch.Tensor) -> torch.Tensor | None:
+    """The rows to keep once a quarter of the batch has finished (None: keep the batch)."""
+    if int(live.sum()) * 4 <= 3 * live.numel():
+        return live.nonzero().squeeze(1)
+    return None
+
+
 class ModelSteps:
     """Decode steps through ``model.forward`` on the prefill's dynamic cache."""
 
@@ -143,6 +150,10 @@ class ModelSteps:
         keep = forward_takes(type(model), "logits_to_keep")
         self.keep_logits = {"logits_to_keep": 1} if keep else {}
         self.can_drop = hasattr(cache, "batch_select_indices")
+
+    def keep_rows(self, live: torch.Tensor) -> torch.Tensor | None:
+        """The batch rows to keep given which are ``live`` (None: keep the batch as it is)."""
+        return compacting_keep(live) if self.can_drop else None
 
     def select(self, keep: torch.Tensor) -> None:
         """Keep only the batch rows ``keep``."""
@@ -168,7 +179,7 @@ class DirectSteps:
     """Decode steps as plain tensor ops (see the module docstring), continuing the prefill's
     dynamic ``cache`` (copied into buffers for ``max_new`` more positions)."""
 
-    can_drop = True
+    keep_rows = staticmethod(compacting_keep)
 
     def __init__(self, model, cache, mask: torch.Tensor, positions: torch.Tensor, max_new: int):
         inner = model.model

@@ -22,12 +22,7 @@ from typing import Any
 import torch
 
 from comlrl.core.forward_api import cache_argument, forward_takes
-from comlrl.core.rollout.decoding import (
-    hold_eos,
-    next_tokens,
-    prefill_copies,
-    supports_compacting,
-)
+from comlrl.core.rollout.decoding import decode_compacting, supports_compacting
 from comlrl.core.rollout.direct_step import direct_step_blocker, verified
 
 FAST_PATH_MODES = ("auto", "direct", "compiled", "off")
@@ -139,13 +134,54 @@ def _to_static(model, cache, length: int):
     return static
 
 
-def _select_rows(cache, keep: torch.Tensor) -> None:
-    for layer in cache.layers:
-        layer.keys = layer.keys.index_select(0, keep)
-        layer.values = layer.values.index_select(0, keep)
-        layer.batch_size = int(keep.numel())
-        torch._dynamo.mark_static_address(layer.keys)
-        torch._dynamo.mark_static_address(layer.values)
+class StaticSteps:
+    """Decode steps on a ``StaticCache`` of the prefill's keys and values, each step one call of
+    ``step_fn`` (compiled or not); finished rows leave in power-of-two buckets, so few graphs
+    serve every call."""
+
+    def __init__(self, model, cache, mask: torch.Tensor, max_new: int, step_fn):
+        width = mask.shape[1]
+        length = -(-(width + max_new) // LENGTH_BUCKET) * LENGTH_BUCKET
+        self.model, self.step_fn = model, step_fn
+        self.cache = _to_static(model, cache, length)
+        self.cache_arg = cache_argument(type(model))
+        keep = forward_takes(type(model), "logits_to_keep")
+        self.keep_logits = {"logits_to_keep": 1} if keep else {}
+        # One mask for every step: the prompt's padding, then every later slot open (the
+        # causal rule hides the slots not written yet).
+        self.mask = torch.cat([mask, mask.new_ones((mask.shape[0], length - width))], dim=1)
+
+    @staticmethod
+    def keep_rows(live: torch.Tensor) -> torch.Tensor | None:
+        """The live rows, then finished ones to fill the next smaller power of two (None: the
+        live rows do not fit a smaller bucket)."""
+        alive = int(live.sum())
+        target = _bucket_rows(alive)
+        if target >= live.numel():
+            return None
+        return torch.cat([live.nonzero(), (~live).nonzero()[: target - alive]])[:, 0]
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only the batch rows ``keep``."""
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(0, keep)
+            layer.values = layer.values.index_select(0, keep)
+            layer.batch_size = int(keep.numel())
+            torch._dynamo.mark_static_address(layer.keys)
+            torch._dynamo.mark_static_address(layer.values)
+        self.mask = self.mask[keep]
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The next-token logits (float) after feeding ``tokens`` at ``positions``."""
+        return self.step_fn(
+            self.model,
+            self.cache_arg,
+            tokens[:, None],
+            positions[:, None],
+            self.mask,
+            self.cache,
+            self.keep_logits,
+        )
 
 
 def decode_static(
@@ -163,54 +199,20 @@ def decode_static(
     """What :func:`~comlrl.core.rollout.decoding.decode_compacting` returns for the same
     arguments, decoded on a static cache by a step compiled with ``compile_backend`` (None: the
     same step uncompiled). The caller checks :func:`fast_path_blocker` first."""
-    max_new = int(gen_kwargs["max_new_tokens"])
-    rows = input_ids.shape[0] * copies
-    out: list[list[int]] = [[] for _ in range(rows)]
-    if max_new <= 0 or rows == 0:
-        return out
     device = input_ids.device
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
-    keep_logits = {"logits_to_keep": 1} if forward_takes(type(model), "logits_to_keep") else {}
-    cache_arg = cache_argument(type(model))
-    # The prefill is the compacting decoder's own (eager, dynamic cache), then moved over.
-    cache, logits, positions, mask = prefill_copies(model, input_ids, attention_mask, copies)
-    width = mask.shape[1]
-    length = -(-(width + max_new) // LENGTH_BUCKET) * LENGTH_BUCKET
-    static = _to_static(model, cache, length)
-    del cache
-    # One mask for every step: the prompt's padding, then every later slot open (the causal
-    # rule hides the slots not written yet).
-    mask = torch.cat([mask, mask.new_ones((rows, length - width))], dim=1)
     step_fn = _step if compile_backend is None else compiled_step(device.type, compile_backend)
-    owner = torch.arange(rows, device=device)
-    live = torch.ones(rows, dtype=torch.bool, device=device)
-    last_pos = positions[:, -1]
+    # The prefill is the compacting decoder's own (eager, dynamic cache), then moved over.
     with torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT):
-        for step in range(max_new):
-            logits = hold_eos(logits, step, gen_kwargs, eos)
-            tokens = next_tokens(logits, gen_kwargs, owner, rows, generator)
-            for r, t in zip(owner[live].tolist(), tokens[live].tolist()):
-                out[r].append(t)
-            if eos.numel():
-                live = live & ~torch.isin(tokens, eos)
-            if step + 1 == max_new or not bool(live.any()):
-                break
-            alive = int(live.sum())
-            target = _bucket_rows(alive)
-            if target < live.numel():
-                # live rows first, then finished ones to fill the bucket
-                keep = torch.cat([live.nonzero(), (~live).nonzero()[: target - alive]])[:, 0]
-                _select_rows(static, keep)
-                owner, tokens, mask, last_pos = (
-                    owner[keep],
-                    tokens[keep],
-                    mask[keep],
-                    last_pos[keep],
-                )
-                live = live[keep]
-            tokens = torch.where(live, tokens, torch.full_like(tokens, pad_id))
-            last_pos = last_pos + 1
-            logits = step_fn(
-                model, cache_arg, tokens[:, None], last_pos[:, None], mask, static, keep_logits
-            )
-    return out
+        return decode_compacting(
+            model,
+            input_ids,
+            attention_mask,
+            gen_kwargs,
+            eos_ids,
+            pad_id,
+            copies,
+            generator,
+            steps_factory=lambda m, cache, mask, _positions, max_new: StaticSteps(
+                m, cache, mask, max_new, step_fn
+            ),
+        )
