@@ -71,7 +71,9 @@ MAGRPO_UNTRAINED = Workload(
         learning_rate=5e-6,
         logging_steps=1,
         rollout_buffer_size=4,
-        logprob_max_tokens=None,
+        # our memory budget per loss forward, as in the other workloads; with no cap one forward
+        # holds a whole buffer's activations (the README gives that run's peak RSS too)
+        logprob_max_tokens=512,
         **SAMPLING,
     ),
     epochs={"tiny": 3, "small": 1},

@@ -34,6 +34,14 @@ def _qwen3(tok):
     return Qwen3ForCausalLM(config).eval()
 
 
+@pytest.fixture(autouse=True)
+def fresh_verdicts():
+    """Each test probes for itself: a verdict is shared by models of one configuration."""
+    direct_step._verdicts.clear()
+    yield
+    direct_step._verdicts.clear()
+
+
 @pytest.fixture(scope="module", params=["qwen2", "llama", "qwen3"])
 def model_tok(request):
     if request.param == "qwen3":
@@ -113,7 +121,7 @@ def test_differing_logits_fail_the_probe(monkeypatch):
     assert choose_decoder(model, kwargs, "auto") == "compacting"
 
 
-def test_probe_runs_once_per_model_device_and_dtype(monkeypatch):
+def test_probe_runs_once_per_configuration_device_and_dtype(monkeypatch):
     model, _ = tiny_pair()
     calls = []
     real = direct_step._probe
@@ -123,6 +131,21 @@ def test_probe_runs_once_per_model_device_and_dtype(monkeypatch):
     model.to(torch.float64)
     verified(model)
     assert len(calls) == 2
+
+
+def test_models_of_one_configuration_share_the_verdict(monkeypatch):
+    first, _ = tiny_pair(seed=1)
+    second, _ = tiny_pair(seed=2)  # same class and configuration, other weights
+    other, _ = tiny_pair(arch="llama")
+    calls = []
+    real = direct_step._probe
+    monkeypatch.setattr(direct_step, "_probe", lambda m: calls.append(m) or real(m))
+    assert verified(first) and verified(second)
+    assert calls == [first]
+    second.config.rms_norm_eps = 1e-5  # a configuration change is a new question
+    assert verified(second)
+    assert verified(other)
+    assert calls == [first, second, other]
 
 
 def _hooked(model):

@@ -10,14 +10,16 @@ bit-identical to the forward's; the cache rows live in buffers sized for the who
 padding mask is built once, and the rotary tables once per call.
 
 Identity is not assumed: :func:`direct_step_blocker` admits only models whose modules are the
-plain classes this step mirrors, and :func:`verified` runs a probe once per model, device and
-dtype (a padded batch, a few decode steps and a dropped row, through both paths) and admits the
-model only when every logit is equal. Anything else decodes through ``model.forward``.
+plain classes this step mirrors, and :func:`verified` runs a probe (a padded batch, a few decode
+steps and a dropped row, through both paths) and admits the model only when every logit is
+equal. Anything else decodes through ``model.forward``. The probe runs once per model class,
+configuration, device and dtype, so agents loaded from one checkpoint, or a trainer rebuilt in
+the same process, share its verdict: which ops run, in which order and on which shapes depends
+on those alone, not on the values of the weights.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +34,8 @@ MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 _ROPE_TYPES = ("default", "linear", "llama3")
 _PROBE_STEPS = 3
 
-_verdicts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Probe verdicts by :func:`_config_key`.
+_verdicts: dict[tuple, bool] = {}
 
 
 def direct_step_blocker(model) -> str | None:
@@ -293,18 +296,31 @@ def _probe(model) -> bool:
 def verified(model) -> bool:
     """Whether the direct step may decode for ``model``: it passes
     :func:`direct_step_blocker` (checked every call: hooks or adapters may come later) and the
-    equality probe (run once per model, device and dtype)."""
+    equality probe (run once per model class, configuration, device and dtype)."""
     if direct_step_blocker(model) is not None:
         return False
     param = next(model.parameters())
-    key = (param.device, param.dtype)
-    known = _verdicts.get(model)
-    if known is not None and known[0] == key:
-        return known[1]
-    with torch.inference_mode():
-        ok = _probe(model)
-    _verdicts[model] = (key, ok)
+    key = _config_key(model, (param.device, param.dtype))
+    ok = _verdicts.get(key)
+    if ok is None:
+        with torch.inference_mode():
+            ok = _probe(model)
+        _verdicts[key] = ok
     return ok
+
+
+def _config_key(model, device_dtype: tuple) -> tuple:
+    """What the probe's verdict depends on: the model and decoder classes, the full
+    configuration (with the attention implementation, which its JSON leaves out), the device and
+    the dtype."""
+    config = model.config
+    return (
+        type(model),
+        type(model.model),
+        config.to_json_string(use_diff=False),
+        getattr(config, "_attn_implementation", None),
+        *device_dtype,
+    )
 
 
 def make_steps(
