@@ -99,6 +99,21 @@ def test_user_errors_are_one_line_status_2_and_leave_no_run_dir(
     assert not (tmp_path / "runs").exists() or os.listdir(tmp_path / "runs") == []
 
 
+def test_the_error_line_keeps_flags_and_negative_numbers_and_drops_bullets(
+    tmp_path, monkeypatch, capsys
+):
+    from comlrl.core.checkpoint import session
+
+    def refuse(self):
+        raise ValueError("-1 is not a valid seed; pass --set seed=0 instead:\n- first\n- second")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(session.CheckpointSession, "restore", refuse)
+    assert main(["train", "--override", *SMALL, "output.run_name=refused"]) == 2
+    line = _error_line(capsys)
+    assert "-1 is not a valid seed; pass --set seed=0 instead: first; second" in line
+
+
 def test_a_run_refused_inside_training_removes_the_dir_it_created(tmp_path, monkeypatch, capsys):
     from comlrl.core.checkpoint import session
 

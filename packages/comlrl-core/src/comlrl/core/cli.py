@@ -327,9 +327,13 @@ def _list() -> int:
 
 
 def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line: its lines joined, list bullets ("- ") dropped, and
+    everything else (``--flags``, negative numbers) kept as written."""
     text = ""
     for line in str(exc).splitlines():
-        line = line.strip(" -")
+        line = line.strip()
+        if line.startswith("- "):
+            line = line[2:].lstrip()
         if line:
             text += (" " if not text or text.endswith(":") else "; ") + line
     return text.strip() or type(exc).__name__
