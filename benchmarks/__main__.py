@@ -55,6 +55,19 @@ def _installed(algorithm: str) -> bool:
     return algorithm in available_algorithms()
 
 
+def _result_records(out: Path) -> list[dict]:
+    """The workload results in ``out``: files named ``<workload>-<size>-<device>.json`` as the
+    runner writes them (revision checks, scaling runs and other JSON there are left out)."""
+    records = []
+    for path in sorted(out.glob("*.json")):
+        rec = json.loads(path.read_text())
+        if not isinstance(rec, dict) or not {"workload", "size", "device", "sides"} <= set(rec):
+            continue
+        if path.name == f"{rec['workload']}-{rec['size']}-{rec['device']}.json":
+            records.append(rec)
+    return records
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["gpu"]:
@@ -74,7 +87,7 @@ def main(argv=None) -> int:
 
     if args.command == "table":
         order = {name: i for i, name in enumerate(WORKLOADS)}
-        records = [json.loads(p.read_text()) for p in sorted(args.out.glob("*-*-*.json"))]
+        records = _result_records(args.out)
         sizes = {name: i for i, name in enumerate(SIZES)}
         records.sort(
             key=lambda r: (order.get(r["workload"], 99), sizes.get(r["size"], 9), r["device"])
