@@ -211,6 +211,20 @@ def bins_first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
     return bins
 
 
+def _weight_counts(model) -> tuple[int, int, int, bool]:
+    """``model``'s parameter count, its output head's and its input table's (0 where absent),
+    and whether the two share one weight."""
+    head = model.get_output_embeddings()
+    table = model.get_input_embeddings()
+    tied = head is not None and table is not None and head.weight is table.weight
+    return (
+        sum(p.numel() for p in model.parameters()),
+        head.weight.numel() if head is not None else 0,
+        table.weight.numel() if table is not None else 0,
+        tied,
+    )
+
+
 def packing_pays(
     model,
     padded: int,
@@ -227,13 +241,10 @@ def packing_pays(
     at :data:`FORWARD_COST_TOKENS` tokens of body work. Body and head are priced by their
     weights.
     """
-    head = model.get_output_embeddings()
-    head_cost = head.weight.numel() if head is not None else 0
-    body_cost = sum(p.numel() for p in model.parameters()) - head_cost
-    embeddings = model.get_input_embeddings()
-    tied = head is not None and embeddings is not None and embeddings.weight is head.weight
-    if embeddings is not None and not tied:  # an input table is a lookup, not a matmul
-        body_cost -= embeddings.weight.numel()
+    total, head_cost, table, tied = _weight_counts(model)
+    body_cost = total - head_cost
+    if not tied:  # an input table is a lookup, not a matmul
+        body_cost -= table
     padded += padded_forwards * FORWARD_COST_TOKENS
     packed_body = packed + packed_forwards * FORWARD_COST_TOKENS
     return _packing_pays_for(body_cost, head_cost, padded, packed, completion_padded, packed_body)
@@ -297,12 +308,8 @@ _SHARED_PASS_BOUNDS = (8.0, 700.0)
 def shared_pass_cost_tokens(model) -> float:
     """The extra price of a shared-prompt forward group on a CPU, in padded tokens, for
     ``model``'s size (see :data:`_SHARED_PASS_COST`)."""
-    head = model.get_output_embeddings()
-    embeddings = model.get_input_embeddings()
-    body = sum(p.numel() for p in model.parameters())
-    tied = head is not None and embeddings is not None and head.weight is embeddings.weight
-    if head is not None and not tied:
-        body -= head.weight.numel()
+    total, head, _, tied = _weight_counts(model)
+    body = total if tied else total - head
     (n0, c0), (n1, c1) = _SHARED_PASS_COST
     slope = math.log(c1 / c0) / math.log(n1 / n0)
     cost = c0 * (max(body, 1) / n0) ** slope
@@ -311,15 +318,22 @@ def shared_pass_cost_tokens(model) -> float:
 
 
 def sharing_pays(
-    model, prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], max_tokens
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_lengths: Sequence[int],
+    max_tokens,
+    groups: list[list[int]] | None = None,
 ) -> bool:
     """Whether encoding each distinct prompt once (two passes per group) is cheaper than padded
     forwards over whole rows: the tokens each layout runs under the same budget, plus
-    :func:`shared_pass_cost_tokens` per shared group. The price was measured on a CPU only; on
-    other devices sharing is taken whenever a prompt repeats, until it is measured there."""
+    :func:`shared_pass_cost_tokens` per shared group. ``groups``: the shared-prompt groups when
+    the caller has them (default: :func:`shared_prompt_micro_batches`). The price was measured
+    on a CPU only; on other devices sharing is taken whenever a prompt repeats, until it is
+    measured there."""
     if next(model.parameters()).device.type != "cpu":
         return True
-    groups = shared_prompt_micro_batches(prompt_ids, completion_lengths, max_tokens)
+    if groups is None:
+        groups = shared_prompt_micro_batches(prompt_ids, completion_lengths, max_tokens)
     shared = sum(
         len({tuple(prompt_ids[i]) for i in g}) * max(len(prompt_ids[i]) for i in g)
         + len(g) * max(1, max(completion_lengths[i] for i in g))
@@ -356,11 +370,10 @@ def plan(
     c_lens = [len(c) for c in completion_ids]
     if layout == "auto":
         repeated = len({tuple(p) for p in prompt_ids}) < len(prompt_ids)
-        sharing = repeated and prompt_sharing_ready(model)
-        if sharing and sharing_pays(model, prompt_ids, c_lens, max_tokens):
-            return shared_prompt_micro_batches(
-                prompt_ids, c_lens, max_tokens
-            ), shared_prompt_logprobs
+        if repeated and prompt_sharing_ready(model):
+            groups = shared_prompt_micro_batches(prompt_ids, c_lens, max_tokens)
+            if sharing_pays(model, prompt_ids, c_lens, max_tokens, groups):
+                return groups, shared_prompt_logprobs
         layout = "packed"
     if layout == "shared_prompt" and not prompt_sharing_ready(model):
         # Its kernel would run padded rows, which shared-prompt groups may not fit.
