@@ -365,3 +365,109 @@ def test_unittest_jobs_do_not_trust_generated_equality_or_truth(home):
         "TestBox.test_truth": False,
         "TestBox.test_value": False,
     }
+
+
+# Second round: samples that try to crash the judge or to score by shadowing what the tests call.
+# Each runs in one batch with an honest sample, which must keep its own score.
+HONEST_MAIN = "def count_vowels(text):\n    v = aux(text)\n    return len(v)"
+WRONG_MAIN = "def count_vowels(text):\n    v = aux(text)\n    return len(v) + 1"
+
+
+def _batch(coding, hostile_main: str, item=None, aux=AUX):
+    """Score a hostile and an honest sample together; return both rows and the results."""
+    bundle, default_item = coding
+    item = item or default_item
+    scorer = bundle.reward_func.scorer
+    honest_rows, _, _ = scorer.details([AUX], [HONEST_MAIN], [default_item])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rows, _, results = scorer.details(
+            [aux, AUX], [hostile_main, HONEST_MAIN], [item, default_item]
+        )
+    assert rows[1]["total"] == pytest.approx(honest_rows[0]["total"])
+    assert rows[1]["tests_passed"] == rows[1]["tests_total"] > 0
+    return rows[0], results[0]
+
+
+def test_sigint_to_the_judge_through_a_pidfd_is_a_failure(coding):
+    hostile = (
+        "import os, signal\n"
+        "try:\n"
+        "    signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGINT)\n"
+        "except OSError:\n"
+        "    pass\n" + WRONG_MAIN
+    )
+    row, result = _batch(coding, hostile)
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+
+
+def test_sigint_to_the_judge_through_fcntl_setown_is_a_failure(coding):
+    # F_SETSIG is 10 on Linux; the fcntl module does not name it.
+    hostile = (
+        "import os, fcntl, signal\n"
+        "r, w = os.pipe()\n"
+        "try:\n"
+        "    fcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())\n"
+        "    fcntl.fcntl(r, 10, signal.SIGINT)\n"
+        "    fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "os.write(w, b'x')\n" + WRONG_MAIN
+    )
+    row, _ = _batch(coding, hostile)
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+
+
+def test_a_forged_export_of_an_unimportable_module_is_a_failure(coding):
+    hostile = (
+        "import sys\n"
+        "sys.modules['__main__']._exports = lambda ns, o: {'count_vowels': {'m': ''}, 'x': {'m': ''}}\n"
+        + WRONG_MAIN
+    )
+    row, result = _batch(coding, hostile)
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+    assert row["sandbox_fault"] == 1.0 and result.fault == "bad_export"
+
+
+def test_a_huge_deeply_nested_ready_frame_is_a_failure(coding):
+    # About 16 MB of 60-deep nested lists, written as the worker's "ready" frame: decoding it
+    # would take the judge several GB.
+    hostile = (
+        "import os, struct, sys\n"
+        "nest = b'[' * 60 + b']' * 60 + b','\n"
+        'body = b\'{"ready":{"x":[\' + nest * ((16 * 1024 * 1024 - 64) // 121) + b\'[]]},"handles":0}\'\n'
+        "fd = sys.modules['__main__'].REPLIES\n"
+        "view = memoryview(struct.pack('>I', len(body)) + body)\n"
+        "while view:\n"
+        "    view = view[os.write(fd, view):]\n"
+        "os._exit(0)\n" + WRONG_MAIN
+    )
+    row, result = _batch(coding, hostile)
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+    assert row["sandbox_fault"] == 1.0 and result.fault == "bad_reply"
+
+
+TRUNCATE = {
+    "task_id": "HumanEval/2",
+    "entry_point": "truncate_number",
+    "prompt": "def truncate_number(number: float) -> float:\n"
+    '    """Return the decimal part of a positive float."""\n',
+    # HumanEval/2's check, as the dataset ships it.
+    "test": "METADATA = {\n    'author': 'jt',\n    'dataset': 'test'\n}\n\n\n"
+    "def check(candidate):\n"
+    "    assert candidate(3.5) == 0.5\n"
+    "    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
+    "    assert abs(candidate(123.456) - 0.456) < 1e-6\n",
+}
+
+
+def test_a_shadowed_builtin_does_not_pass_the_tests_that_call_it(coding):
+    aux = "def aux(number):\n    return number * 0"
+    hostile = (
+        "def abs(x):\n    return 0\n\n"
+        "def truncate_number(number):\n    v = aux(number)\n    return v + number"
+    )
+    row, _ = _batch(coding, hostile, item=TRUNCATE, aux=aux)
+    # The wrong answer fails every assert against the real abs (with the sample's, two pass).
+    assert row["tests_passed"] == 0 and row["tests_total"] == 3
+    assert row["total"] == pytest.approx(FAIL)

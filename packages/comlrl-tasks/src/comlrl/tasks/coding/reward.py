@@ -10,7 +10,9 @@ Levels, each reached only when the one before passed:
         wrapper around aux.
 Penalties after execution: -0.5 when every aux call's result is discarded, -0.2 when a time
 limit fired. A run the sandbox stops passes no test: the reward is then 1.5 (1.3 after a
-timeout) for a pair with both functions and valid syntax.
+timeout) for a pair with both functions and valid syntax. A sample that breaks the sandbox
+itself (see ``ExecResult.fault``) scores the same and is counted in ``sandbox_fault`` and
+``fault_<reason>``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from comlrl.tasks.common.code_text import (
     syntax_error,
 )
 from comlrl.tasks.sandbox import ExecJob, ExecResult, SandboxPool
+from comlrl.tasks.sandbox.jobs import fault_metrics
 
 AUX_DEFINED, MAIN_DEFINED, SYNTAX_OK = 0.4, 0.6, 0.5
 GATE_CAP, COLLAB_BONUS, NOT_THIN_BONUS = 2.0, 1.0, 1.0
@@ -65,7 +68,7 @@ def _empty() -> dict:
         "penalty",
         "total",
     )
-    return dict.fromkeys(keys, 0.0)
+    return {**dict.fromkeys(keys, 0.0), **fault_metrics(None)}
 
 
 def combine(item: dict, aux_code: str, main_code: str) -> str:
@@ -104,7 +107,8 @@ class CodingScorer:
         out["syntax_ok"], out["level2"] = 1.0, SYNTAX_OK
         tests = slice_tests(test_snippets(item["test"], entry), test_limit)
         out["tests_total"] = float(sum(1 for t in tests if t.counts))
-        return Prepared(out, ExecJob(setup=program, tests=tuple(tests)), usage)
+        job = ExecJob(setup=program, tests=tuple(tests), entry_point=entry)
+        return Prepared(out, job, usage)
 
     @staticmethod
     def finish(prepared: Prepared, result: ExecResult | None) -> dict:
@@ -118,6 +122,7 @@ class CodingScorer:
             out["level3"], out["timed_out"] = out["pass_rate"], float(timed_out)
             out["aux_called"], out["aux_ignored"] = float(usage.called), float(usage.result_ignored)
             out["thin_wrapper"] = float(usage.thin_wrapper)
+            out.update(fault_metrics(result))
             collaborating = bool(out["aux_defined"]) and usage.called
             if passed > 0 and collaborating:
                 out["level4"] = COLLAB_BONUS + (0.0 if usage.thin_wrapper else NOT_THIN_BONUS)

@@ -4,7 +4,8 @@
   tests    [0, 4]: 4 x the unit-test pass rate of the merged class, run in the sandbox (only the
            owners' methods are merged; other agents' versions are ignored);
   overlap  [-1, 0]: -(methods also written by an agent that does not own them) / methods.
-A merged class that the sandbox stops (time, memory) passes no test.
+A merged class that the sandbox stops (time, memory) passes no test; one that breaks the sandbox
+itself also counts in ``sandbox_fault`` and ``fault_<reason>``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from comlrl.tasks.common.code_text import syntax_error
 from comlrl.tasks.completion.skeleton import AgentMethods, merge, parse_agent_methods
 from comlrl.tasks.sandbox import ExecJob, ExecResult, SandboxPool
+from comlrl.tasks.sandbox.jobs import fault_metrics
 
 SYNTAX_WEIGHT, TESTS_WEIGHT, OVERLAP_WEIGHT = 2.0, 4.0, 1.0
 COMPLETION_RANGE = (-OVERLAP_WEIGHT, SYNTAX_WEIGHT + TESTS_WEIGHT)
@@ -67,6 +69,7 @@ class CompletionScorer:
             "tests_level": 0.0,
             "overlap_level": -OVERLAP_WEIGHT * len(overlapping) / total,
             "timed_out": 0.0,
+            **fault_metrics(None),
         }
         program = merge(item, implementations)
         error = syntax_error(program)
@@ -86,6 +89,7 @@ class CompletionScorer:
             passed = result.passed if result.status == "ok" else 0
             out["tests_passed"], out["tests_total"] = float(passed), float(len(result.tests))
             out["timed_out"] = float(result.timed_out)
+            out.update(fault_metrics(result))
             if result.tests:
                 out["tests_level"] = TESTS_WEIGHT * passed / len(result.tests)
         out["total"] = out["syntax_level"] + out["tests_level"] + out["overlap_level"]

@@ -9,6 +9,7 @@ The verdict goes to the parent on the judge's original stdout, a pipe the worker
 import builtins
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +19,10 @@ import _tests  # noqa: E402
 
 sys.path.pop(0)
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Written on the verdict channel once every layer is on and the first worker started: after
+# it, a run without a verdict is the sample's doing (it scores as a failure), before it a
+# set-up failure of the sandbox.
+LOCKED_DOWN = b"locked down\n"
 _LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 _LINKER_FILES = ("/etc/ld.so.cache",)
 
@@ -73,6 +78,27 @@ def _lock_down(job, report, interpreter):
     return roots
 
 
+def _worker_layers(job, report, interpreter):
+    """The worker's own layers: signal scoping (Landlock ABI 6, else the seccomp filter stands
+    in for it) and the seccomp filter. The probe tries them on a throwaway process; a normal
+    run finds out when it starts the first worker, still before any generated code runs."""
+    wanted = job["layers"]
+    scope = bool(wanted.get("landlock")) and _lockdown.landlock_abi() >= 6
+    seccomp = bool(wanted.get("seccomp"))
+    confine = _lockdown.worker_confinement(scope, seccomp)
+    if job.get("probe") and seccomp:
+        command = [interpreter, "-I", "-S", "-c", "pass"]
+        try:
+            subprocess.run(command, preexec_fn=confine, check=True, timeout=10)
+        except (OSError, subprocess.SubprocessError) as exc:
+            report["missing"]["seccomp"] = f"could not be applied: {exc}"
+            seccomp = False
+            confine = _lockdown.worker_confinement(scope, False)
+    report["layers"]["seccomp"] = seccomp
+    report["layers"]["worker_scope"] = "landlock" if scope else ("seccomp" if seccomp else "")
+    return confine
+
+
 def main():
     report_fd = os.dup(1)  # the verdict channel; not inheritable, so no worker ever holds it
     os.dup2(2, 1)  # stray prints (the tests', the worker's) go to the log, not the verdict
@@ -89,6 +115,8 @@ def main():
         import unittest  # noqa: F401  (loaded before Landlock, like everything the judge needs)
     try:
         roots = _lock_down(job, report, interpreter)
+        confine = _worker_layers(job, report, interpreter)
+        _lockdown.ignore_fatal_signals()
     except Exception as exc:  # reported to the parent, which raises: never run code half-locked
         report["status"] = "sandbox_error"
         report["setup_error"] = f"{type(exc).__name__}: {exc}"
@@ -103,12 +131,24 @@ def main():
         "python_guard": job["limits"]["python_guard"],
     }
     report["layers"]["python_guard"] = bool(job["limits"]["python_guard"])
-    session = _judge.Session(interpreter, dict(os.environ), head, job["limits"]["test_timeout"])
+    limits = job["limits"]
+    session = _judge.Session(interpreter, dict(os.environ), head, limits["test_timeout"], confine)
+    try:
+        session.spawn()
+    except Exception as exc:  # the worker could not start with its layers: a set-up failure
+        report["status"] = "sandbox_error"
+        report["setup_error"] = f"the worker did not start: {type(exc).__name__}: {exc}"
+        finish()
+    os.write(report_fd, LOCKED_DOWN)
     namespace = {"__name__": "__sandbox__", "__builtins__": builtins}
     try:
         report.update(_tests.run(job, session, namespace))
-    finally:
+    except BaseException as exc:  # whatever happens, the sample gets a verdict
+        report.update(status="crashed", fault="judge_error", setup_error=type(exc).__name__)
+    try:
         session.close()
+    except BaseException as exc:  # the verdict stands; the parent kills what is left
+        report["close_error"] = type(exc).__name__
     finish()
 
 

@@ -111,9 +111,13 @@ class Remote(_wire.Handle):
 
 
 class Link:
-    """The judge's end of one fresh worker process."""
+    """The judge's end of one fresh worker process.
 
-    def __init__(self, interpreter, env):
+    ``confine`` runs in the worker between fork and exec (its own session, then the worker's
+    own OS layers), so the generated code never runs without them.
+    """
+
+    def __init__(self, interpreter, env, confine=None):
         replies, child_end = os.pipe()
         try:
             self.proc = subprocess.Popen(
@@ -123,18 +127,26 @@ class Link:
                 stderr=2,
                 pass_fds=(child_end,),
                 env=env,
+                preexec_fn=confine,
             )
+        except BaseException:
+            os.close(replies)
+            raise
         finally:
             os.close(child_end)
         self.requests, self.replies = self.proc.stdin.fileno(), replies
-        self.dead = False
+        self.dead, self.fault = False, None
 
     def open(self, head):
         """Send the job head; return the worker's first answer (its names, or a setup error)."""
         try:
             _wire.send(self.requests, head)
             return _wire.receive(self.replies)
-        except (_wire.WireError, OSError) as exc:
+        except _wire.WireError as exc:
+            self.kill()
+            self.fault = "bad_reply"
+            raise WorkerGone(f"the generated code's process sent a bad reply ({exc})") from None
+        except OSError as exc:
             self.kill()
             raise WorkerGone(f"the generated code's process ended during setup ({exc})") from None
         except BaseException:
@@ -151,7 +163,11 @@ class Link:
         try:
             _wire.send(self.requests, message)
             reply = _wire.receive(self.replies)
-        except (_wire.WireError, OSError) as exc:
+        except _wire.WireError as exc:
+            self.kill()
+            self.fault = "bad_reply"
+            raise WorkerGone(f"the generated code's process sent a bad reply ({exc})") from None
+        except OSError as exc:
             self.kill()
             raise WorkerGone(f"the generated code's process stopped answering ({exc})") from None
         except BaseException:
@@ -162,20 +178,24 @@ class Link:
                 return _wire.decode(reply["ok"], resolve)
             except _wire.WireError as exc:
                 self.kill()
+                self.fault = "bad_reply"
                 raise WorkerGone(f"the generated code's process sent a bad reply ({exc})") from None
         if type(reply) is dict and "raise" in reply:
             raise _rebuild(reply)
         self.kill()
+        self.fault = "bad_reply"
         raise WorkerGone("the generated code's process sent a bad reply")
 
     def kill(self):
+        """Kill the worker and every process left in its group (it leads its own session)."""
         if self.dead:
             return
         self.dead = True
-        try:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # it exited on its own already
+        for kill, target in ((os.killpg, self.proc.pid), (os.kill, self.proc.pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue  # already gone (a zombie group leader is still killed by os.kill)
         self.proc.wait()
         self.proc.stdin.close()
         os.close(self.replies)
@@ -188,19 +208,27 @@ class Session:
     code defines them in the same order); other handles belong to the worker that made them.
     """
 
-    def __init__(self, interpreter, env, head, timeout):
+    def __init__(self, interpreter, env, head, timeout, confine=None):
         self.interpreter, self.env, self.head, self.timeout = interpreter, env, head, timeout
+        self.confine, self.fault = confine, None
         self.link, self.generation, self.exported = None, 0, 0
-        self._remotes = {}
+        self._remotes, self._spare = {}, None
+
+    def spawn(self):
+        """Start the first worker (it has run no generated code yet); errors are set-up errors."""
+        self._spare = Link(self.interpreter, self.env, self.confine)
 
     def start(self):
         """Start a worker and run the setup; return its first answer."""
         self.generation += 1
         # Handles to the setup's names carry over; the worker that made the others is gone.
         self._remotes = {n: r for n, r in self._remotes.items() if n < self.exported}
-        self.link = Link(self.interpreter, self.env)
-        with alarm(self.timeout):
-            first = self.link.open(self.head)
+        self.link, self._spare = self._spare or Link(self.interpreter, self.env, self.confine), None
+        try:
+            with alarm(self.timeout):
+                first = self.link.open(self.head)
+        finally:
+            self.fault = self.fault or self.link.fault
         if type(first) is dict and type(first.get("ready")) is dict:
             handles = first.get("handles")
             self.exported = handles if type(handles) is int else 0
@@ -226,11 +254,16 @@ class Session:
         stale = remote._generation != self.generation and remote.number >= self.exported
         if stale or self.link is None:
             raise WorkerGone("this object belonged to a worker that was stopped")
-        return self.link.ask(op, remote.number, self.remote, **fields)
+        try:
+            return self.link.ask(op, remote.number, self.remote, **fields)
+        finally:
+            self.fault = self.fault or self.link.fault
 
     def close(self):
-        if self.link is not None:
-            self.link.kill()
+        """Kill the current worker (and a spare one never used)."""
+        for link in (self.link, self._spare):
+            if link is not None:
+                link.kill()
 
 
 def _on_alarm(signum, frame):

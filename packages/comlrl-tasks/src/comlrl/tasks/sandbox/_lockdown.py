@@ -7,6 +7,9 @@ failure is fatal (a normal run) or only recorded (the one-off probe of what this
 import ctypes
 import os
 import resource
+import signal
+
+import _seccomp
 
 MIB = 1024 * 1024
 
@@ -31,6 +34,7 @@ _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS = 4, 24, 28
 _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 # SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE, each with its lock bit.
@@ -100,7 +104,8 @@ def hide_tree(newroot, read_roots, workdir, disk_mb, max_files):
     _mount("proc", newroot + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     os.makedirs(newroot + workdir)
     options = f"size={disk_mb}m,nr_inodes={max_files},mode=0700"
-    _mount("tmpfs", newroot + workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    # noexec: a shared library the code writes here cannot be mapped executable and loaded.
+    _mount("tmpfs", newroot + workdir, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options)
     os.chdir(newroot)
     # pivot_root(".", ".") stacks the old root under the new one; detaching it leaves only ours.
     _check(_libc.syscall(pivot_root, b".", b"."), "pivot_root")
@@ -177,7 +182,7 @@ def apply_landlock(read_roots, workdir):
     device |= _FS_IOCTL_DEV if abi >= 5 else 0
     rules = [(path, read) for path in read_roots]
     rules += [(dev, device) for dev in _DEVICES if os.path.exists(dev)]
-    rules.append((workdir, fs_rights))
+    rules.append((workdir, fs_rights & ~_FS_EXECUTE))  # nothing written there is run
     for path, rights in rules:
         if not os.path.isdir(path):
             rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
@@ -192,6 +197,70 @@ def apply_landlock(read_roots, workdir):
     _check(_libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     os.close(ruleset)
     return abi
+
+
+def _scope_self():
+    """Put this process in a new Landlock domain that scopes signals and abstract sockets.
+
+    Nested inside the judge's domain, so the worker cannot signal the judge (kill, pidfd,
+    ``F_SETOWN``) nor reach an abstract Unix socket made outside its own domain.
+    """
+    attr = (ctypes.c_uint64 * 3)(0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+    ruleset = _check(
+        _libc.syscall(
+            _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(24), ctypes.c_uint32(0)
+        ),
+        "landlock_create_ruleset (scope)",
+    )
+    try:
+        _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(_libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self (scope)")
+    finally:
+        os.close(ruleset)
+
+
+# Signals that end a process by default; the judge ignores them before any generated code runs.
+FATAL_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGIO",
+        "SIGVTALRM", "SIGPROF", "SIGPWR", "SIGSTKFLT", "SIGTRAP", "SIGXFSZ",
+    )
+    if hasattr(signal, name)
+) + tuple(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))  # fmt: skip
+
+
+def ignore_fatal_signals():
+    """Ignore every catchable signal that would end the judge (its alarm stays)."""
+    for number in FATAL_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+
+
+def worker_confinement(scope, seccomp):
+    """The function the judge runs in each worker between fork and exec.
+
+    It gives the worker its own session (its process group is its own), kills it with the
+    judge, restores the default signal actions, then adds the worker's own layers: a nested
+    Landlock domain scoping signals and abstract sockets (``scope``, Landlock ABI 6) and the
+    seccomp filter (``seccomp``). Any failure raises, and the worker is not started.
+    """
+
+    def confine():
+        os.setsid()
+        _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        for number in FATAL_SIGNALS:
+            signal.signal(number, signal.SIG_DFL)
+        if scope:
+            _scope_self()
+        if seccomp:
+            _seccomp.install(os.getpid())
+
+    return confine
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version, or 0 without Landlock."""
+    return max(0, _libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
 
 
 def apply_rlimits(limits):

@@ -1,6 +1,7 @@
 """Run a job's tests in the judge against the worker's exported names (stdlib only)."""
 
 import ast
+import builtins
 import importlib
 
 import _judge
@@ -181,32 +182,105 @@ def _setup_failure(first):
     }
 
 
-def _bind_exports(names, session, namespace):
-    for name, data in names.items():
+# Modules a test may use under a name the generated code imported (HumanEval tests call
+# ``math`` from the prompt's imports, say). Only these are imported for the worker, and only
+# when a test refers to the name: importing is code the judge runs, so the worker never picks it.
+MODULES = frozenset(
+    {
+        "array", "bisect", "calendar", "cmath", "collections", "collections.abc", "copy",
+        "datetime", "decimal", "fractions", "functools", "hashlib", "heapq", "itertools", "json",
+        "math", "numbers", "operator", "os", "posixpath", "random", "re", "statistics", "string",
+        "sys", "textwrap", "time", "typing", "unicodedata",
+    }
+)  # fmt: skip
+
+
+def _names_in(source):
+    """(names the code reads, names it imports) of one test source; empty when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set(), set()
+    read, imported = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            read.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                imported.add(alias.asname or alias.name.split(".")[0])
+    return read, imported
+
+
+def wanted_names(job):
+    """The names of the generated code the tests may see.
+
+    The entry point, and every name a test reads that is neither a builtin nor one the tests
+    import themselves: a sample defining ``abs`` must not change what ``abs`` means to a test.
+    """
+    sources = [t.get("code", "") for t in job.get("tests", [])]
+    if job.get("unittest_source"):
+        sources.append(job["unittest_source"])
+    read, imported = set(), set()
+    for source in sources:
+        more_read, more_imported = _names_in(source)
+        read |= more_read
+        imported |= more_imported
+    wanted = read - imported - set(dir(builtins))
+    if job.get("entry_point"):
+        wanted.add(job["entry_point"])
+    return wanted
+
+
+def _bind_exports(names, session, namespace, wanted):
+    """Bind the worker's names the tests refer to; a name the worker made up is a fault."""
+    for name in wanted:
+        data = names.get(name)
+        if data is None and name not in names:
+            continue  # the tests define it, or a missing name fails the test that reads it
         if type(data) is dict and set(data) == {"m"}:
-            try:
-                namespace[name] = importlib.import_module(str(data["m"]))
-            except ImportError:
-                continue  # not importable by the judge: the tests cannot have needed it
+            module = data["m"]
+            if type(module) is not str or module not in MODULES:
+                raise _wire.WireError(f"module {str(module)[:40]!r} is not one tests may use")
+            namespace[name] = importlib.import_module(module)
             continue
         namespace[name] = _wire.decode(data, session.remote)
 
 
 def run(job, session, namespace):
-    """Start the worker, bind what the setup defined, run the tests; return the report fields."""
+    """Start the worker, bind what the setup defined, run the tests; return the report fields.
+
+    Every step that handles the worker's data is guarded against any exception, so a sample
+    that confuses the judge gets a verdict (its failure, with the reason in ``fault``).
+    """
+    try:
+        return _run(job, session, namespace)
+    except BaseException as exc:  # the last line of defence: a verdict is always produced
+        return {
+            "status": "crashed",
+            "fault": "judge_error",
+            "setup_error": f"the judge could not score this sample: {type(exc).__name__}",
+        }
+
+
+def _run(job, session, namespace):
     limits = job["limits"]
     try:
         first = session.start()
     except SandboxTimeout:
         return {"status": "setup_error", "setup_error_type": "Timeout", "setup_error": "timed out"}
     except _judge.WorkerGone as exc:
-        return {"status": "crashed", "setup_error": str(exc)}
+        return {"status": "crashed", "setup_error": str(exc), "fault": session.fault}
     if type(first) is not dict or type(first.get("ready")) is not dict:
         return _setup_failure(first)
     try:
-        _bind_exports(first["ready"], session, namespace)
-    except _wire.WireError as exc:
-        return {"status": "crashed", "setup_error": f"bad names from the worker: {exc}"}
+        _bind_exports(first["ready"], session, namespace, wanted_names(job))
+    except Exception as exc:  # a forged or malformed export: the sample's fault
+        session.close()
+        return {
+            "status": "crashed",
+            "fault": "bad_export",
+            "setup_error": f"bad names from the worker: {_short(exc)}",
+        }
     try:
         if job.get("unittest_source"):
             tests = _run_unittests(job, session, namespace, limits)
@@ -217,5 +291,6 @@ def run(job, session, namespace):
             "status": "setup_error",
             "setup_error_type": type(exc).__name__,
             "setup_error": "tests could not be loaded: " + _short(exc),
+            "fault": session.fault,
         }
-    return {"status": "ok", "tests": tests}
+    return {"status": "ok", "tests": tests, "fault": session.fault}

@@ -12,6 +12,9 @@ import struct
 
 MAX_MESSAGE = 16 * 1024 * 1024
 MAX_DEPTH = 64
+# Containers and items one message may hold: bytes alone do not bound the decoded size (16 MB
+# of nested empty lists would need several GB), and the judge must not run out of memory on it.
+MAX_NODES = 2_000_000
 _HEADER = struct.Struct(">I")
 
 
@@ -46,10 +49,16 @@ def receive(fd):
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if size > MAX_MESSAGE:
         raise WireError(f"message of {size} bytes is over the {MAX_MESSAGE} byte limit")
+    data = _read_exact(fd, size)
+    # An upper bound on the parsed nodes (brackets and commas inside strings count too), taken
+    # before parsing so an oversized structure is never built.
+    nodes = data.count(b"[") + data.count(b"{") + data.count(b",")
+    if nodes > MAX_NODES:
+        raise WireError(f"message of over {MAX_NODES} values")
     try:
-        return json.loads(_read_exact(fd, size).decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise WireError(f"unreadable message: {exc}") from None
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise WireError(f"unreadable message: {type(exc).__name__} {exc}") from None
 
 
 def encode(value, handle=None, depth=0):
@@ -92,14 +101,24 @@ class Handle:
 
 
 def decode(data, resolve, depth=0):
-    """Rebuild a value from :func:`encode`'s output; ``resolve(number)`` maps handles."""
+    """Rebuild a value from :func:`encode`'s output; ``resolve(number)`` maps handles.
+
+    Too deep, malformed or (``MemoryError``) too large data raises :class:`WireError`.
+    """
+    try:
+        return _decode(data, resolve, depth)
+    except MemoryError:
+        raise WireError("value too large to decode") from None
+
+
+def _decode(data, resolve, depth):
     if depth > MAX_DEPTH:
         raise WireError(f"value nested deeper than {MAX_DEPTH} levels")
     if data is None or type(data) in (bool, str, float):
         return data
     deeper = depth + 1
     if type(data) is list:
-        return [decode(v, resolve, deeper) for v in data]
+        return [_decode(v, resolve, deeper) for v in data]
     if type(data) is not dict or len(data) != 1:
         raise WireError(f"unexpected value {type(data).__name__}")
     ((tag, body),) = data.items()
@@ -107,11 +126,11 @@ def decode(data, resolve, depth=0):
         if tag == "i":
             return int(body)
         if tag == "t":
-            return tuple(decode(v, resolve, deeper) for v in body)
+            return tuple(_decode(v, resolve, deeper) for v in body)
         if tag == "d":
-            return {decode(k, resolve, deeper): decode(v, resolve, deeper) for k, v in body}
+            return {_decode(k, resolve, deeper): _decode(v, resolve, deeper) for k, v in body}
         if tag in ("s", "f"):
-            items = (decode(v, resolve, deeper) for v in body)
+            items = (_decode(v, resolve, deeper) for v in body)
             return set(items) if tag == "s" else frozenset(items)
         if tag in ("b", "y"):
             raw = bytes.fromhex(body)

@@ -31,6 +31,8 @@ LAYER_ROLES = {
     "landlock_net": "Landlock denial of TCP (needs Landlock ABI 4)",
     "landlock_scope": "Landlock scoping of signals and abstract sockets (needs ABI 6)",
     "python_guard": "the Python audit-hook guard",
+    "seccomp": "the worker's seccomp filter (no unshare, mount, ptrace, pidfd_* or signals "
+    "outside its own process group)",
 }
 _warned: set[tuple[str, ...]] = set()
 _lock = threading.Lock()
@@ -86,9 +88,10 @@ def probe_layers(namespaces: bool, landlock: bool) -> Plan:
         missing["namespaces"] = "unshare of user namespaces is not available here"
         missing["hide_tree"] = "needs the namespaces"
     wanted = {"hide_tree": bool(prefix), "privileges": bool(prefix), "landlock": landlock}
+    wanted["seccomp"] = True
     if not sys.platform.startswith("linux"):
         wanted = {}
-        missing["privileges"] = "not Linux"
+        missing["privileges"] = missing["seccomp"] = "not Linux"
         if landlock:
             missing["landlock"] = "not Linux"
     run_dir = Path(tempfile.mkdtemp(prefix="comlrl-sandbox-probe-"))
@@ -126,6 +129,8 @@ def probe_layers(namespaces: bool, landlock: bool) -> Plan:
         if abi < 4:
             missing["landlock_net"] = f"Landlock ABI {abi}"
         if abi < 6:
+            # Still covered: signals by the worker's seccomp filter, abstract sockets by the
+            # network namespace (each where present).
             missing["landlock_scope"] = f"Landlock ABI {abi}"
     # The namespaces still isolate network and PIDs when the new root could not be built.
     return Plan(prefix, layers, missing)

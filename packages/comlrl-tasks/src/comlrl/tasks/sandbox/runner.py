@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from comlrl.tasks.sandbox.isolation import HARNESS, SandboxError, plan_for, scrubbed_env
-from comlrl.tasks.sandbox.jobs import ExecJob, ExecResult, TestOutcome
+from comlrl.tasks.sandbox.jobs import FAULTS, ExecJob, ExecResult, TestOutcome
 from comlrl.tasks.sandbox.limits import SandboxLimits
 
 __all__ = ["HARNESS", "SandboxError", "run_job"]
@@ -23,6 +23,8 @@ _OUTPUT_TAIL = 2000
 # Slack on top of the limits for interpreter start-up and namespace creation.
 _START_SLACK = 2.0
 _QUOTA_POLL = 0.05
+# The judge's mark that every layer is on (see _harness.LOCKED_DOWN).
+_LOCKED_DOWN = b"locked down\n"
 
 
 def _job_payload(job: ExecJob, limits: SandboxLimits, layers: dict, run_dir: Path) -> dict:
@@ -30,6 +32,7 @@ def _job_payload(job: ExecJob, limits: SandboxLimits, layers: dict, run_dir: Pat
         "setup": job.setup,
         "tests": [{"code": t.code, "name": t.name, "counts": t.counts} for t in job.tests],
         "unittest_source": job.unittest_source,
+        "entry_point": job.entry_point,
         "limits": limits.as_dict(),
         "layers": layers,
         "workdir": str(run_dir / "work"),
@@ -134,7 +137,21 @@ def _to_result(report: dict | None, killed: bool, returncode: int | None) -> Exe
         result.setup_error = report.get("setup_error")
         result.setup_error_type = report.get("setup_error_type")
         result.layers = dict(report.get("layers", {}))
+        fault = report.get("fault")
+        result.fault = fault if fault in FAULTS else None
     return result
+
+
+def _read_verdict(out: bytes) -> tuple[bool, dict | None]:
+    """(whether the judge locked down, its report or None) from the judge's verdict channel."""
+    locked = out.startswith(_LOCKED_DOWN)
+    if locked:
+        out = out[len(_LOCKED_DOWN) :]
+    try:
+        report = json.loads(out.decode("utf-8")) if out else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        report = None
+    return locked, report if isinstance(report, dict) else None
 
 
 def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
@@ -186,12 +203,11 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
                 watch.stop()
             returncode = None if killed else proc.returncode
             finished = time.monotonic()
-        try:
-            report = json.loads(out.decode("utf-8")) if out else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            report = None
-        if report is not None and not isinstance(report, dict):
-            report = None
+        locked, report = _read_verdict(out)
+        lost = report is None and locked and not (killed or watch.exceeded)
+        if lost:
+            # Locked down, then no verdict: the sample took the judge down; its failure.
+            report = {"status": "crashed", "fault": "no_verdict", "setup_error": "no verdict"}
         if report is None and not (killed or watch.exceeded):
             raise SandboxError(
                 "the sandbox child ended without a verdict (is unshare or the interpreter "
