@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -367,84 +368,30 @@ def test_unittest_jobs_do_not_trust_generated_equality_or_truth(home):
     }
 
 
-# Second round: samples that try to crash the judge or to score by shadowing what the tests call.
-# Each runs in one batch with an honest sample, which must keep its own score.
+# Second round: samples that try to crash the judge or to score by shadowing what the tests
+# call. Each is scored in one batch with an honest sample, which must keep its own score.
 HONEST_MAIN = "def count_vowels(text):\n    v = aux(text)\n    return len(v)"
 WRONG_MAIN = "def count_vowels(text):\n    v = aux(text)\n    return len(v) + 1"
 
 
-def _batch(coding, hostile_main: str, item=None, aux=AUX):
-    """Score a hostile and an honest sample together; return both rows and the results."""
-    bundle, default_item = coding
-    item = item or default_item
-    scorer = bundle.reward_func.scorer
-    honest_rows, _, _ = scorer.details([AUX], [HONEST_MAIN], [default_item])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        rows, _, results = scorer.details(
-            [aux, AUX], [hostile_main, HONEST_MAIN], [item, default_item]
-        )
-    assert rows[1]["total"] == pytest.approx(honest_rows[0]["total"])
-    assert rows[1]["tests_passed"] == rows[1]["tests_total"] > 0
-    return rows[0], results[0]
+def _signal_the_judge(calls: str) -> str:
+    """A wrong main whose module first runs ``calls`` (refusals are what the sample expects)."""
+    body = "\n".join("    " + line for line in calls.splitlines())
+    return f"import os, fcntl, signal\ntry:\n{body}\nexcept OSError:\n    pass\n{WRONG_MAIN}"
 
 
-def test_sigint_to_the_judge_through_a_pidfd_is_a_failure(coding):
-    hostile = (
-        "import os, signal\n"
-        "try:\n"
-        "    signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGINT)\n"
-        "except OSError:\n"
-        "    pass\n" + WRONG_MAIN
-    )
-    row, result = _batch(coding, hostile)
-    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
-
-
-def test_sigint_to_the_judge_through_fcntl_setown_is_a_failure(coding):
-    # F_SETSIG is 10 on Linux; the fcntl module does not name it.
-    hostile = (
-        "import os, fcntl, signal\n"
-        "r, w = os.pipe()\n"
-        "try:\n"
-        "    fcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())\n"
-        "    fcntl.fcntl(r, 10, signal.SIGINT)\n"
-        "    fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)\n"
-        "except OSError:\n"
-        "    pass\n"
-        "os.write(w, b'x')\n" + WRONG_MAIN
-    )
-    row, _ = _batch(coding, hostile)
-    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
-
-
-def test_a_forged_export_of_an_unimportable_module_is_a_failure(coding):
-    hostile = (
-        "import sys\n"
-        "sys.modules['__main__']._exports = lambda ns, o: {'count_vowels': {'m': ''}, 'x': {'m': ''}}\n"
-        + WRONG_MAIN
-    )
-    row, result = _batch(coding, hostile)
-    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
-    assert row["sandbox_fault"] == 1.0 and result.fault == "bad_export"
-
-
-def test_a_huge_deeply_nested_ready_frame_is_a_failure(coding):
-    # About 16 MB of 60-deep nested lists, written as the worker's "ready" frame: decoding it
-    # would take the judge several GB.
-    hostile = (
+def _ready_frame(nodes: int) -> str:
+    """A wrong main that writes a "ready" frame of ``nodes`` 60-deep nested lists itself."""
+    return (
         "import os, struct, sys\n"
         "nest = b'[' * 60 + b']' * 60 + b','\n"
-        'body = b\'{"ready":{"x":[\' + nest * ((16 * 1024 * 1024 - 64) // 121) + b\'[]]},"handles":0}\'\n'
+        f'body = b\'{{"ready":{{"x":[\' + nest * {nodes} + b\'[]]}},"handles":0}}\'\n'
         "fd = sys.modules['__main__'].REPLIES\n"
         "view = memoryview(struct.pack('>I', len(body)) + body)\n"
         "while view:\n"
         "    view = view[os.write(fd, view):]\n"
         "os._exit(0)\n" + WRONG_MAIN
     )
-    row, result = _batch(coding, hostile)
-    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
-    assert row["sandbox_fault"] == 1.0 and result.fault == "bad_reply"
 
 
 TRUNCATE = {
@@ -459,15 +406,118 @@ TRUNCATE = {
     "    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
     "    assert abs(candidate(123.456) - 0.456) < 1e-6\n",
 }
+# (aux, main, item or None for count_vowels) of each class; a wrong answer in every one.
+HOSTILE = {
+    "pidfd": (
+        AUX,
+        _signal_the_judge("signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGINT)"),
+        None,
+    ),
+    # F_SETSIG is 10 on Linux; the fcntl module does not name it.
+    "setown": (
+        AUX,
+        _signal_the_judge(
+            "r, w = os.pipe()\n"
+            "fcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())\n"
+            "fcntl.fcntl(r, 10, signal.SIGINT)\n"
+            "fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)\n"
+            "os.write(w, b'x')"
+        ),
+        None,
+    ),
+    "forged_module": (
+        AUX,
+        "import sys\nsys.modules['__main__']._exports = "
+        "lambda ns, o: {'count_vowels': {'m': ''}, 'x': {'m': ''}}\n" + WRONG_MAIN,
+        None,
+    ),
+    # About 16 MB: the judge would need several GB to decode it.
+    "nested_frame": (AUX, _ready_frame((16 * 1024 * 1024 - 64) // 121), None),
+    "shadowed_builtin": (
+        "def aux(number):\n    return number * 0",
+        "def abs(x):\n    return 0\n\n"
+        "def truncate_number(number):\n    v = aux(number)\n    return v + number",
+        TRUNCATE,
+    ),
+}
+
+
+def _batch(coding, hostile: list[tuple[str, str, dict | None]]):
+    """Score hostile samples and an honest one in one batch; return the hostile rows/results."""
+    bundle, default_item = coding
+    scorer = bundle.reward_func.scorer
+    auxes = [aux for aux, _, _ in hostile] + [AUX]
+    mains = [main for _, main, _ in hostile] + [HONEST_MAIN]
+    items = [item or default_item for _, _, item in hostile] + [default_item]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rows, _, results = scorer.details(auxes, mains, items)
+    honest = rows[-1]
+    assert honest["total"] == pytest.approx(4.5) and honest["sandbox_fault"] == 0.0
+    assert honest["tests_passed"] == honest["tests_total"] > 0
+    return rows[:-1], results[:-1]
+
+
+def test_sigint_to_the_judge_through_a_pidfd_is_a_failure(coding):
+    [row], _ = _batch(coding, [HOSTILE["pidfd"]])
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+
+
+def test_sigint_to_the_judge_through_fcntl_setown_is_a_failure(coding):
+    [row], _ = _batch(coding, [HOSTILE["setown"]])
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+
+
+def test_a_forged_export_of_an_unimportable_module_is_a_failure(coding):
+    [row], [result] = _batch(coding, [HOSTILE["forged_module"]])
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+    assert row["sandbox_fault"] == row["fault_bad_export"] == 1.0
+    assert result.fault == "bad_export"
+
+
+def test_a_huge_deeply_nested_ready_frame_is_a_failure(coding):
+    [row], [result] = _batch(coding, [HOSTILE["nested_frame"]])
+    assert row["total"] == pytest.approx(FAIL) and row["tests_passed"] == 0
+    assert row["sandbox_fault"] == row["fault_bad_reply"] == 1.0
+    assert result.fault == "bad_reply"
 
 
 def test_a_shadowed_builtin_does_not_pass_the_tests_that_call_it(coding):
-    aux = "def aux(number):\n    return number * 0"
-    hostile = (
-        "def abs(x):\n    return 0\n\n"
-        "def truncate_number(number):\n    v = aux(number)\n    return v + number"
-    )
-    row, _ = _batch(coding, hostile, item=TRUNCATE, aux=aux)
+    [row], _ = _batch(coding, [HOSTILE["shadowed_builtin"]])
     # The wrong answer fails every assert against the real abs (with the sample's, two pass).
     assert row["tests_passed"] == 0 and row["tests_total"] == 3
     assert row["total"] == pytest.approx(FAIL)
+
+
+def _children() -> list[int]:
+    """Processes whose parent is this one (the sandbox children of the trainer)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # the process ended while we looked
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
+# 200 is the acceptance run (COMLRL_SANDBOX_LEAK_CALLS=200, a few minutes on 2 cores); CI runs
+# fewer, since every call is five sandboxed runs plus an honest one.
+LEAK_CALLS = int(os.environ.get("COMLRL_SANDBOX_LEAK_CALLS", "8"))
+
+
+def test_reward_calls_with_every_hostile_class_leave_nothing_behind(coding, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # only this test's run dirs land here
+    hostile = dict(HOSTILE)
+    # Over the decoder's node bound in a quarter of the bytes: the same class, cheaper to send.
+    hostile["nested_frame"] = (AUX, _ready_frame(2_100_000 // 60), None)
+    _batch(coding, list(hostile.values()))  # warm-up: the pool's first use opens what it keeps
+    fds = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(LEAK_CALLS):
+        rows, _ = _batch(coding, list(hostile.values()))
+        assert all(row["total"] == pytest.approx(FAIL) for row in rows)
+    assert _children() == []
+    assert list(tmp_path.iterdir()) == []
+    assert sorted(os.listdir("/proc/self/fd")) == fds

@@ -5,9 +5,12 @@ judge runs the tests and compares only plain builtin values the worker returns. 
 independent of the others: a separate session, temp work dir and scrubbed environment; user,
 mount, PID, network and IPC namespaces in which only the interpreter's files, a private
 ``/proc`` and a size-limited tmpfs work dir exist; dropped capabilities; Landlock confinement
-of reads, writes, TCP and signals; ``setrlimit`` limits; an audit-hook guard in the worker; and
-a SIGKILL of the whole process group at the wall-clock limit. Layers the OS lacks are named in
-one warning per process, or refused with ``strict``.
+of reads, writes, TCP and signals; a nested Landlock domain and a seccomp filter of the
+worker's own, so it cannot signal the judge or make namespaces; ``setrlimit`` limits; an
+audit-hook guard in the worker; and a SIGKILL of the whole process group at the wall-clock
+limit. A sample that breaks the judge after it locked down scores as a failure
+(``ExecResult.fault``), never as :class:`SandboxError`. Layers the OS lacks are named in one
+warning per process, or refused with ``strict``.
 """
 
 from comlrl.tasks.sandbox.jobs import ExecJob, ExecResult, TestOutcome, TestSnippet

@@ -164,7 +164,8 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
     the verdict comes back on a pipe only the judge holds. On ``wall_seconds`` every process of
     the run is killed with SIGKILL. A child that could not start or lock itself down raises
     :class:`SandboxError` instead of scoring as a failure; with ``strict`` limits a missing
-    layer raises it before any code runs.
+    layer raises it before any code runs. Once the judge reported "locked down", a run without
+    a verdict is the sample's doing: it scores as a failure with ``fault="no_verdict"``.
     """
     limits = limits or SandboxLimits()
     plan = plan_for(limits)
