@@ -58,7 +58,10 @@ def _expect(setup: str, expected: dict, **run_args):
     return result
 
 
-SYSCALLS = {"x86_64": {"unshare": 272, "ptrace": 101, "mount": 165, "fcntl": 72}}
+SYSCALLS = {
+    "x86_64": {"unshare": 272, "ptrace": 101, "mount": 165, "fcntl": 72},
+    "aarch64": {"unshare": 97, "ptrace": 117, "mount": 40, "fcntl": 25},
+}
 
 
 def test_the_worker_filter_refuses_what_reaches_past_the_worker():

@@ -220,14 +220,13 @@ def _scope_self():
 
 
 # Signals that end a process by default; the judge ignores them before any generated code runs.
-FATAL_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in (
-        "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGIO",
-        "SIGVTALRM", "SIGPROF", "SIGPWR", "SIGSTKFLT", "SIGTRAP", "SIGXFSZ",
-    )
-    if hasattr(signal, name)
-) + tuple(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))  # fmt: skip
+_FATAL_NAMES = (
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGIO",
+    "SIGVTALRM", "SIGPROF", "SIGPWR", "SIGSTKFLT", "SIGTRAP", "SIGXFSZ",
+)  # fmt: skip
+_REALTIME = range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else range(0)
+FATAL_SIGNALS = tuple(getattr(signal, n) for n in _FATAL_NAMES if hasattr(signal, n))
+FATAL_SIGNALS += tuple(_REALTIME)
 
 
 def ignore_fatal_signals():

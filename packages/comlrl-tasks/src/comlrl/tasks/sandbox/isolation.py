@@ -29,7 +29,9 @@ LAYER_ROLES = {
     "privileges": "dropped capabilities and an undumpable judge process",
     "landlock": "Landlock confinement of reads and writes",
     "landlock_net": "Landlock denial of TCP (needs Landlock ABI 4)",
-    "landlock_scope": "Landlock scoping of signals and abstract sockets (needs ABI 6)",
+    "landlock_scope": "Landlock scoping of signals and abstract sockets (needs ABI 6; the "
+    "worker's seccomp filter still refuses signals to the judge, and the network namespace "
+    "hides the host's abstract sockets, where present)",
     "python_guard": "the Python audit-hook guard",
     "seccomp": "the worker's seccomp filter (no unshare, mount, ptrace, pidfd_* or signals "
     "outside its own process group)",
