@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import threading
+import time
+import uuid
 import warnings
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 import comlrl.tasks.sandbox.isolation as isolation
 from comlrl.tasks.sandbox import ExecJob, TestSnippet, run_job
 from tests.tasks.helpers import fast_limits
+from tests.tasks.test_sandbox_attacks import _alive_with
 
 SANDBOX = os.path.dirname(isolation.__file__)
 
@@ -197,3 +200,25 @@ def test_the_wire_decoder_is_bounded_in_nodes_depth_and_memory():
 
     with pytest.raises(wire.WireError, match="too large"):
         wire.decode([{"h": "1"}], exhausted)
+
+
+def test_without_namespaces_what_the_worker_started_dies_with_a_killed_judge(monkeypatch):
+    # The worker starts a sleeper, then SIGKILLs the judge (no layer is left to stop it):
+    # the parent still kills the sleeper, which is in the run's session.
+    marker = f"comlrl-orphan-{uuid.uuid4().hex}"
+    setup = (
+        "import os, signal, sys\n"
+        "if os.fork() == 0:\n"
+        f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
+        "import time\n"
+        "time.sleep(0.3)\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n"
+        "def f():\n    return 1"
+    )
+    plan = isolation.Plan((), {"seccomp": False}, {})
+    result = _run(setup, plan=plan, monkeypatch=monkeypatch, landlock=False, namespaces=False)
+    assert result.fault == "no_verdict"
+    deadline = time.monotonic() + 3.0
+    while _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _alive_with(marker) == []

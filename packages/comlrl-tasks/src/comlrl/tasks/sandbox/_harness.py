@@ -85,7 +85,8 @@ def _worker_layers(job, report, interpreter):
     wanted = job["layers"]
     scope = bool(wanted.get("landlock")) and _lockdown.landlock_abi() >= 6
     seccomp = bool(wanted.get("seccomp"))
-    confine = _lockdown.worker_confinement(scope, seccomp)
+    own_session = job.get("namespaces", True)
+    confine = _lockdown.worker_confinement(scope, seccomp, own_session)
     if job.get("probe") and seccomp:
         command = [interpreter, "-I", "-S", "-c", "pass"]
         try:
@@ -93,7 +94,7 @@ def _worker_layers(job, report, interpreter):
         except (OSError, subprocess.SubprocessError) as exc:
             report["missing"]["seccomp"] = f"could not be applied: {exc}"
             seccomp = False
-            confine = _lockdown.worker_confinement(scope, False)
+            confine = _lockdown.worker_confinement(scope, False, own_session)
     report["layers"]["seccomp"] = seccomp
     report["layers"]["worker_scope"] = "landlock" if scope else ("seccomp" if seccomp else "")
     return confine

@@ -235,17 +235,22 @@ def ignore_fatal_signals():
         signal.signal(number, signal.SIG_IGN)
 
 
-def worker_confinement(scope, seccomp):
+def worker_confinement(scope, seccomp, own_session=True):
     """The function the judge runs in each worker between fork and exec.
 
-    It gives the worker its own session (its process group is its own), kills it with the
-    judge, restores the default signal actions, then adds the worker's own layers: a nested
-    Landlock domain scoping signals and abstract sockets (``scope``, Landlock ABI 6) and the
-    seccomp filter (``seccomp``). Any failure raises, and the worker is not started.
+    It gives the worker a process group of its own (in its own session with ``own_session``;
+    without the PID namespace it stays in the judge's session, so the parent can kill all that
+    is left of the run by session), kills it with the judge, restores the default signal
+    actions, then adds the worker's own layers: a nested Landlock domain scoping signals and
+    abstract sockets (``scope``, Landlock ABI 6) and the seccomp filter (``seccomp``). Any
+    failure raises, and the worker is not started.
     """
 
     def confine():
-        os.setsid()
+        if own_session:
+            os.setsid()
+        else:
+            os.setpgid(0, 0)
         _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
         for number in FATAL_SIGNALS:
             signal.signal(number, signal.SIG_DFL)

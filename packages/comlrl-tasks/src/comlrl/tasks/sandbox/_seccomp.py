@@ -4,7 +4,8 @@ No libseccomp: the program is packed with ``struct`` and loaded with ``prctl(PR_
 It refuses (``EPERM``) what no generated solution needs and what would reach past the worker:
 new namespaces (``unshare``, ``setns``, namespace flags to ``clone``), mounts, ``ptrace`` and
 cross-process memory access, every ``pidfd_*`` call, signals to any process but the worker's
-own group, and ``fcntl(F_SETOWN)`` (a signal on I/O to a chosen process). ``clone3``, whose
+own group, joining another process group (``setpgid`` to anything but a new group), and
+``fcntl(F_SETOWN)`` (a signal on I/O to a chosen process). ``clone3``, whose
 flags sit in memory a filter cannot read, reports ``ENOSYS`` so the C library falls back to
 ``clone``.
 """
@@ -49,7 +50,7 @@ _ARCHES = {
             "umount2": 166, "tkill": 200, "tgkill": 234, "add_key": 248, "request_key": 249,
             "keyctl": 250, "unshare": 272, "rt_tgsigqueueinfo": 297, "perf_event_open": 298,
             "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-            "bpf": 321, "userfaultfd": 323, "clone": 56,
+            "bpf": 321, "userfaultfd": 323, "clone": 56, "setpgid": 109,
         },
     ),
     "aarch64": (
@@ -59,7 +60,7 @@ _ARCHES = {
             "umount2": 39, "tkill": 130, "tgkill": 131, "add_key": 217, "request_key": 218,
             "keyctl": 219, "unshare": 97, "rt_tgsigqueueinfo": 240, "perf_event_open": 241,
             "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272,
-            "bpf": 280, "userfaultfd": 282, "clone": 220,
+            "bpf": 280, "userfaultfd": 282, "clone": 220, "setpgid": 154,
         },
     ),
 }  # fmt: skip
@@ -135,6 +136,17 @@ def _program(own_pid):
                 ],
             )
         )
+    blocks.append(
+        (
+            numbers["setpgid"],
+            [
+                _insn(_LD_W_ABS, second_arg),
+                _insn(_JEQ_K, 0, 1, 0),
+                _insn(_RET_K, eperm),
+                _insn(_RET_K, _RET_ALLOW),
+            ],
+        )
+    )
     blocks.append(
         (
             numbers["fcntl"],

@@ -27,8 +27,11 @@ _QUOTA_POLL = 0.05
 _LOCKED_DOWN = b"locked down\n"
 
 
-def _job_payload(job: ExecJob, limits: SandboxLimits, layers: dict, run_dir: Path) -> dict:
+def _job_payload(
+    job: ExecJob, limits: SandboxLimits, layers: dict, run_dir: Path, namespaces: bool
+) -> dict:
     return {
+        "namespaces": namespaces,
         "setup": job.setup,
         "tests": [{"code": t.code, "name": t.name, "counts": t.counts} for t in job.tests],
         "unittest_source": job.unittest_source,
@@ -46,6 +49,40 @@ def _kill_group(pgid: int) -> None:
     except ProcessLookupError:
         # The group is already gone: every process in it has exited.
         return
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes in session ``sid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_session(sid: int, rounds: int = 5) -> None:
+    """SIGKILL every process still in session ``sid`` (the run's, without a PID namespace).
+
+    Called while the session leader is not yet reaped, so its id cannot belong to another
+    session; repeated a few times for processes forked while we looked. A process that started
+    a session of its own is out of reach (the namespaces are what stops that).
+    """
+    for _ in range(rounds):
+        members = _session_members(sid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended on its own meanwhile
+                continue
 
 
 def _tail(path: Path) -> str:
@@ -174,7 +211,9 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
     workdir.mkdir()
     (run_dir / "root").mkdir()
     try:
-        payload = json.dumps(_job_payload(job, limits, plan.layers, run_dir)).encode("utf-8")
+        payload = json.dumps(
+            _job_payload(job, limits, plan.layers, run_dir, bool(plan.prefix))
+        ).encode("utf-8")
         command = [*plan.prefix, sys.executable, "-I", "-S", "-B", str(HARNESS)]
         log_path = run_dir / "output.log"
         killed = False
@@ -200,6 +239,8 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
             finally:
                 # Also reaps anything the run left behind in its group after a normal exit.
                 _kill_group(proc.pid)
+                if not plan.prefix and os.path.isdir("/proc"):
+                    _kill_session(proc.pid)  # the worker's own group lives in this session
                 proc.wait()
                 watch.stop()
             returncode = None if killed else proc.returncode
