@@ -183,8 +183,9 @@ def _setup_failure(first):
 
 
 # Modules a test may use under a name the generated code imported (HumanEval tests call
-# ``math`` from the prompt's imports, say). Only these are imported for the worker, and only
-# when a test refers to the name: importing is code the judge runs, so the worker never picks it.
+# ``math`` from the prompt's imports, say). Importing runs code in the judge, so a module name
+# the worker sends is imported only from this list (side-effect-free standard modules), and
+# only when a test reads that name.
 MODULES = frozenset(
     {
         "array", "bisect", "calendar", "cmath", "collections", "collections.abc", "copy",
