@@ -14,6 +14,7 @@ from typing import Any
 from comlrl.core.config.base import POSITIVE, CommonConfig
 from comlrl.core.config.fields import Choice, FallsBackTo, Integer, Noted, Number, knob
 from comlrl.core.config.knobs import (
+    CLIP_RATIO_C,
     CRITIC_DEVICES,
     CRITIC_LEARNING_RATE,
     CRITIC_TYPE,
@@ -32,6 +33,7 @@ __all__ = ["ACTOR_LOSSES", "CRITIC_TYPES", "ActorCriticConfig", "IACConfig", "MA
 # The actor's loss: the on-policy REINFORCE-with-baseline loss, or PPO's clipped token ratio.
 ACTOR_LOSSES = ("reinforce", "ppo")
 _DEFAULT_EPSILON = 0.2
+_DEFAULT_CLIP_RATIO_C = 3.0
 
 
 @dataclass
@@ -86,6 +88,7 @@ class ActorCriticConfig(CommonConfig):
         "`epsilon`.",
         check=Number(0.0, min_inclusive=False, optional=True),
     )
+    clip_ratio_c: float | None = CLIP_RATIO_C(_DEFAULT_CLIP_RATIO_C)
 
     _family = "Actor-critic"
 
@@ -115,6 +118,11 @@ class ActorCriticConfig(CommonConfig):
             raise ValueError(
                 f"epsilon={self.epsilon} / epsilon_high={self.epsilon_high} have no effect: "
                 f"policy_loss={self.policy_loss!r} clips nothing; {fix}."
+            )
+        if self.clip_ratio_c != _DEFAULT_CLIP_RATIO_C:
+            raise ValueError(
+                f"clip_ratio_c={self.clip_ratio_c} has no effect: policy_loss="
+                f"{self.policy_loss!r} forms no ratio; {fix}."
             )
 
     def _check_critic_devices(self) -> None:

@@ -9,7 +9,13 @@ from typing import Any
 import torch
 
 from comlrl.core.algos import register_policy_loss
-from comlrl.core.ratio import clip_range, clipped_surrogate, token_ratio_loss
+from comlrl.core.ratio import (
+    SEQUENCE_LOG_RATIO_MAX,
+    clip_range,
+    clipped_surrogate,
+    dual_clip,
+    token_ratio_loss,
+)
 
 
 @register_policy_loss("reinforce")
@@ -33,16 +39,27 @@ def ppo_loss(logps, old_logps, advantages, row_weights, config: Any):
 
 @register_policy_loss("gspo", needs_old_logps=True)
 def gspo_loss(logps, old_logps, advantages, row_weights, config: Any):
-    """GSPO: one sequence-level ratio per completion, ``s_r = exp(mean_t log(pi/pi_old))``,
-    clipped as in PPO and shared by the completion's tokens (so ``loss_aggregation`` applies
-    as for the other losses). At the rollout policy its gradient is the ``reinforce`` loss's."""
+    """GSPO: one sequence-level ratio per completion, ``s_r = exp(mean_t log(pi/pi_old))``
+    (its log clamped at ``SEQUENCE_LOG_RATIO_MAX``), clipped and dual-clipped as in PPO and
+    shared by the completion's tokens. The config makes GSPO's rows weigh per sequence
+    (``loss_aggregation="sequence_mean"``), so each completion's term is its own clipped
+    surrogate whatever its length. At the rollout policy its gradient is the ``reinforce``
+    loss's."""
     mask = logps.mask
     token_log_ratio = (logps.values - old_logps) * mask
     seq = token_log_ratio.sum(-1) / mask.sum(-1).clamp(min=1.0)
+    seq = seq.clamp(max=SEQUENCE_LOG_RATIO_MAX)
     log_ratio = seq.unsqueeze(-1).expand_as(mask) * mask
     low, high = clip_range(config)
     return clipped_surrogate(
-        log_ratio, mask, advantages, row_weights, low, high, token_log_ratio=token_log_ratio
+        log_ratio,
+        mask,
+        advantages,
+        row_weights,
+        low,
+        high,
+        token_log_ratio=token_log_ratio,
+        clip_ratio_c=dual_clip(config),
     )
 
 
