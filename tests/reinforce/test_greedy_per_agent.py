@@ -6,13 +6,8 @@ import types
 
 import pytest
 
-from comlrl.core.loop import ItemBatch
 from comlrl.core.rollout.generation import SamplingParams
-from comlrl.core.testing import tiny_pair
-from comlrl.reinforce import MAReMaxConfig, MAReMaxTrainer
 from comlrl.reinforce.greedy import greedy_baselines
-
-from .helpers import PROMPTS
 
 
 class _Stub:
@@ -51,42 +46,3 @@ def test_a_shared_reward_is_every_agents_baseline():
 def test_a_reward_row_of_the_wrong_width_is_named():
     with pytest.raises(ValueError, match="3 values for 2 agents"):
         greedy_baselines(_Stub([1.0, 2.0, 3.0]), [NODE])
-
-
-def _own_lengths(c0, c1):
-    # agent 0 is paid its own length, agent 1 minus its own: per agent, never shared
-    return [float(len(c0[0])), -float(len(c1[0]))]
-
-
-def test_each_agent_is_measured_against_its_own_greedy_reward(tmp_path):
-    m0, tok = tiny_pair(seed=0)
-    m1, _ = tiny_pair(seed=1)
-    trainer = MAReMaxTrainer(
-        agents=[m0, m1],
-        tokenizer=tok,
-        train_dataset=PROMPTS[:2],
-        reward_func=_own_lengths,
-        args=MAReMaxConfig(
-            output_dir=str(tmp_path / "run"),
-            num_train_epochs=1,
-            num_generations=2,
-            max_new_tokens=6,
-            num_turns=1,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=None,
-            rollout_buffer_size=2,
-            reward_call_mode="per_sample",
-            eval_interval=0,
-            seed=0,
-        ),
-    )
-    batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
-    for rec in batch.records:
-        s0, s1 = rec.samples[0][0], rec.samples[1][0]
-        assert s0.baseline >= 0.0 >= s1.baseline
-        assert s0.baseline != s1.baseline
-        for s in (s0, s1):
-            adv = trainer.advantages_for([s])[0].tolist()
-            assert adv == pytest.approx([r - s.baseline for r in s.returns])
-    trainer.train()
