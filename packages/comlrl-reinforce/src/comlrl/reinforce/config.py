@@ -82,7 +82,9 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     advantage_normalization_scope: str = knob(
         "group",
         help="Where advantages are z-scored: within each `group` of K siblings, or over each "
-        "agent's whole update `batch` (REINFORCE++).",
+        "optimizer step's mini-batch `batch` (REINFORCE++'s batch normalization; a mini-batch "
+        "holds `train_batch_size` nodes of one turn, so the moments are that mini-batch's, "
+        "pooled over ranks, and with `num_iterations` > 1 each pass's reshuffle regroups them).",
         check=Choice(NORMALIZATION_SCOPES),
     )
     loss_aggregation: str = knob(
@@ -130,7 +132,8 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     drop_zero_variance_groups: bool = knob(
         False,
         help="Skip groups whose K returns tie (no signal for a group baseline) in the update; "
-        "logs `agent_{i}/dropped_groups`. Single-process runs only.",
+        "with KL in the reward the KL-shaped returns are tested, so a group whose rewards tie "
+        "keeps its KL penalty. Logs `agent_{i}/dropped_groups`. Single-process runs only.",
         check=Boolean(),
     )
     reward_weights: list[float] | None = knob(

@@ -193,7 +193,8 @@ class MAGRPOTrainer(TrainerBase):
         losses, norms, extra = [], [], {}
         rng = random.Random(seed)
         if a.drop_zero_variance_groups:
-            kept = [s for s in samples if has_spread(s.returns)]
+            # The shaped returns: a group whose rewards tie still differs in its KL penalty.
+            kept = [s for s in samples if has_spread(self.shaped_returns(s))]
             extra["dropped_groups"] = [float(len(samples) - len(kept))]
             samples = kept
         by_turn: dict[int, list[NodeSample]] = {}
@@ -229,14 +230,21 @@ class MAGRPOTrainer(TrainerBase):
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
 
+    def shaped_returns(self, s: NodeSample) -> list[float]:
+        """A node sample's returns less the reward-side KL penalty (its own and the later
+        turns' carried KL) when KL is in the reward; its returns otherwise."""
+        returns = list(s.returns)
+        kls = s.carried_kls or s.reference_kls
+        if kls:
+            coef = self.args.reference_kl_coef
+            returns = [r - coef * kl for r, kl in zip(returns, kls)]
+        return returns
+
     def group_advantages(self, s: NodeSample) -> torch.Tensor:
         """The advantages of one node sample's completions within their group (KL-shaped
         returns; batch-scope normalization, which needs the whole update, comes after)."""
         a = self.args
-        returns = list(s.returns)
-        kls = s.carried_kls or s.reference_kls
-        if kls:
-            returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
+        returns = self.shaped_returns(s)
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
         if s.baseline is not None:
             return fixed_baseline_advantages(returns, s.baseline, scope_normalize)
