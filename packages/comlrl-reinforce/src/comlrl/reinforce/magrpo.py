@@ -35,7 +35,7 @@ from comlrl.reinforce.extras import attach_extras
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
-from comlrl.reinforce.losses import as_tensor, row_weights
+from comlrl.reinforce.losses import as_tensor, kept_tokens, row_weights, token_mean_total
 
 
 @dataclass
@@ -272,7 +272,13 @@ class MAGRPOTrainer(TrainerBase):
             keep = [not is_truncated(c, eos, a.max_new_tokens) for c in comps]
             found["truncated_fraction"] = [1.0 - sum(keep) / len(keep)]
         weights = row_weights(
-            lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens, keep
+            lengths,
+            sizes,
+            len(batch),
+            a.loss_aggregation,
+            a.max_new_tokens,
+            keep,
+            token_total=self._token_total(lengths, keep),
         )
         policy_loss = self.policy_loss
         pad = self.tokenizers[agent].pad_token_id
@@ -305,6 +311,14 @@ class MAGRPOTrainer(TrainerBase):
                 found.setdefault(key, []).append(value)
         norm = apply_step(self, model.parameters(), opt, agent=agent)
         return total, norm, {key: float(np.mean(v)) for key, v in found.items()}
+
+    def _token_total(self, lengths: list[int], keep) -> float | None:
+        """``token_mean``'s divisor under several processes (the ranks' mini-batches share
+        one token mean); None, the mini-batch's own count, otherwise."""
+        if self.args.loss_aggregation != "token_mean" or not self.dist.is_distributed:
+            return None
+        pooled = round(self.pooled_total(kept_tokens(lengths, keep)))
+        return token_mean_total(pooled, self.dist.world_size)
 
     # ------------------------------------------------------------------ metrics
     def _metrics(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> dict:
