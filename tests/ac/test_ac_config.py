@@ -74,6 +74,10 @@ COMMON = {
         st.one_of(st.none(), st.floats(1.01, 10)),
         st.sampled_from([1.0, 0.5, -3.0, float("nan")]),
     ),
+    "loss_aggregation": (
+        st.sampled_from(["sum", "sequence_mean", "token_mean"]),
+        st.sampled_from(["constant", "mean", "", None, 1]),
+    ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),
     "eval_batch_size": (pos_int, bad_pos_int),
