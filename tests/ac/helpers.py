@@ -82,3 +82,12 @@ def make_maac(tmp_path, reward=length_reward, dataset=None, **cfg):
         external_transition=transition if cfg.get("num_turns", 1) > 1 else None,
         args=config(MAACConfig, **cfg),
     )
+
+
+def script_critic(trainer, values):
+    """Make the trainer's critic answer the first ``len(rows)`` of ``values`` on every call
+    (IAC's ``values_of`` takes the agent too)."""
+    if isinstance(trainer, IACTrainer):
+        trainer.values_of = lambda agent, rows: values[: len(rows)]
+    else:
+        trainer.values_of = lambda rows: values[: len(rows)]

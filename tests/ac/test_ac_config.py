@@ -70,6 +70,14 @@ COMMON = {
         st.one_of(st.none(), st.floats(1e-6, 5)),
         st.one_of(st.floats(-1, 0), st.just(float("inf")), st.just("x")),
     ),
+    "clip_ratio_c": (
+        st.one_of(st.none(), st.floats(1.01, 10)),
+        st.sampled_from([1.0, 0.5, -3.0, float("nan")]),
+    ),
+    "loss_aggregation": (
+        st.sampled_from(["sum", "sequence_mean", "token_mean"]),
+        st.sampled_from(["constant", "mean", "", None, 1]),
+    ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),
     "eval_batch_size": (pos_int, bad_pos_int),
@@ -126,7 +134,7 @@ def _extra(cls, field):
         return {"reference_kl_enabled": True, "num_agents": 2}
     if field in ("num_turns", "num_generations"):
         return {"num_turns": 1} if field == "num_generations" else {"num_generations": 1}
-    if field in ("num_iterations", "epsilon", "epsilon_high"):
+    if field in ("num_iterations", "epsilon", "epsilon_high", "clip_ratio_c"):
         return {"policy_loss": "ppo"}
     if cls is IACConfig and field == "value_head_hidden_dim":
         return {"use_separate_critic": False}

@@ -8,7 +8,7 @@ import torch
 
 from comlrl.core.loop import ItemBatch
 
-from .helpers import make_iac, make_maac
+from .helpers import make_iac, make_maac, script_critic
 
 GAMMA = 0.9
 ONE_ITEM = [{"prompt": "Write a story about a cat."}]
@@ -42,10 +42,7 @@ def _scripted(tmp_path, make, rewards, **cfg):
         rollout_buffer_size=64,
         **cfg,
     )
-    if make is make_iac:
-        trainer.values_of = lambda agent, rows: VALUES[: len(rows)]
-    else:
-        trainer.values_of = lambda rows: VALUES[: len(rows)]
+    script_critic(trainer, VALUES)
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     return trainer
 

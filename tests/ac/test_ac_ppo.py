@@ -70,6 +70,10 @@ def test_config_errors_name_the_field(cls):
         cls(epsilon=0.3)
     with pytest.raises(ValueError, match="policy_loss"):
         cls(policy_loss="gspo")
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        cls(policy_loss="ppo", clip_ratio_c=1.0)
+    with pytest.raises(ValueError, match="clip_ratio_c=5 has no effect"):
+        cls(clip_ratio_c=5)
     c = cls(policy_loss="ppo", num_iterations=3, epsilon_high=0.28)
     assert (c.num_iterations, c.epsilon, c.epsilon_high) == (3, 0.2, 0.28)
 

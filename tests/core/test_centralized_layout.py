@@ -8,6 +8,7 @@ from comlrl.core.centralized import (
     TaggedCentralizedComparatorAdapter,
 )
 from comlrl.core.centralized_layout import parse_lenient, parse_strict
+from comlrl.core.rewards.ranges import set_reward_range
 
 LENIENT = TaggedCentralizedComparatorAdapter(mode="lenient")
 STRICT = TaggedCentralizedComparatorAdapter(mode="strict")
@@ -92,6 +93,32 @@ def test_lenient_reward_is_scaled_by_the_produced_share_of_the_layout():
     collab(["a\n<agent_1>\nb"], batch_items=[{}])
     assert collab.stats()["centralized/parse_failure_rate"] == 0.0
     assert "centralized/parse_failure_rate" not in collab.stats()
+
+
+def _negative(value, declared=True):
+    def reward(first, second):
+        return [value] * len(first)
+
+    if declared:
+        # the tool-use task's range
+        set_reward_range(reward, -0.4, 1.1)
+    return CentralizedCollaboration(LENIENT, [lambda item: "p", lambda item: "p"], 2, reward)
+
+
+def test_partial_credit_starts_at_the_declared_lower_bound():
+    collab = _negative(-0.3)
+    got = collab(["a\n<agent_1>\nb", "a only", ""], batch_items=[{}])
+    # both roles: -0.3; one of two: -0.4 + 0.5·(-0.3 + 0.4); nothing readable: -0.4
+    assert got == pytest.approx([-0.3, -0.35, -0.4])
+    assert got[0] > got[1] > got[2]
+
+
+def test_a_negative_reward_without_a_declared_range_raises():
+    collab = _negative(-0.3, declared=False)
+    with pytest.raises(ValueError, match="declares no reward_range"):
+        collab(["a only"], batch_items=[{}])
+    # non-negative rewards are measured from 0 as before
+    assert _negative(0.8, declared=False)(["a only"], batch_items=[{}]) == [0.4]
 
 
 def test_strict_reward_is_not_scaled_and_recording_can_pause():

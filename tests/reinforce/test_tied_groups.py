@@ -4,7 +4,6 @@ and batch scope: hand-derived values, and never the ``R / 1e-6`` blow-up of a fl
 import math
 
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,7 +20,7 @@ S3 = math.sqrt(3.0)
 # mode -> (tied unnormalized, tied normalized)
 TIED_EXPECTED = {
     "mean": ([0.0] * 4, [0.0] * 4),
-    "raw": ([2.0] * 4, [1.0] * 4),  # R / sqrt(mean R^2) = 2 / 2
+    "raw": ([2.0] * 4, [0.0] * 4),  # normalized raw returns are z-scored: a tie gives 0
     "max": ([0.0] * 4, [0.0] * 4),
     "rloo": ([0.0] * 4, [0.0] * 4),
 }
@@ -36,7 +35,6 @@ def test_tied_group(mode, normalize):
 
 
 def _near_expected(mode, normalize):
-    r = torch.tensor(NEAR, dtype=torch.float64)
     if not normalize:
         base = {
             "mean": [-D / 4] * 3 + [3 * D / 4],
@@ -49,8 +47,8 @@ def _near_expected(mode, normalize):
         # std = D·sqrt(3)/4: the usual GRPO z-scores, bounded by sqrt(K)
         "mean": [-1 / S3] * 3 + [S3],
         "rloo": [-1 / S3] * 3 + [S3],
-        # rms of R = sqrt((3 + (1 + D)^2) / 4) ~ 1: each advantage stays ~1, not 1e4
-        "raw": (r / math.sqrt((3 + (1 + D) ** 2) / 4)).tolist(),
+        # normalized raw returns are z-scored, as the mean baseline's
+        "raw": [-1 / S3] * 3 + [S3],
         # rms of (R - max) = D·sqrt(3)/2
         "max": [-2 / S3] * 3 + [0.0],
     }[mode]
@@ -92,5 +90,10 @@ def test_mareinforce_with_a_constant_reward_keeps_a_small_loss(tmp_path):
     trainer.train()
     recs = read_metrics(tmp_path / "run" / "metrics.jsonl")
     losses = [r[f"agent_{i}/loss"] for r in recs for i in (0, 1) if f"agent_{i}/loss" in r]
-    # advantages of 1: the loss is a weighted sum of a few log-probs, not 1e6 times that
-    assert losses and all(math.isfinite(v) and abs(v) < 100 for v in losses)
+    # tied groups give advantages of 0, so the loss is 0, not 1e6 times a few log-probs
+    assert losses and all(v == 0.0 for v in losses)
+
+
+@pytest.mark.parametrize("value", [0.01, 1.0, -3.0])
+def test_a_tied_raw_group_gives_no_signal_whatever_its_reward(value):
+    assert group_advantages([value] * 4, "raw", True).tolist() == [0.0] * 4

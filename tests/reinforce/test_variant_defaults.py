@@ -60,14 +60,14 @@ def test_fixed_baseline_hand_values():
     assert got == pytest.approx([-1 / rms, 0.0, 2 / rms])
 
 
-def _remax(tmp_path, **cfg):
+def _remax(tmp_path, reward=length_reward, **cfg):
     m0, tok = tiny_pair(seed=0)
     m1, _ = tiny_pair(seed=1)
     return MAReMaxTrainer(
         agents=[m0, m1],
         tokenizer=tok,
         train_dataset=PROMPTS[:2],
-        reward_func=length_reward,
+        reward_func=reward,
         args=MAReMaxConfig(output_dir=str(tmp_path / "run"), **{**FAST, **cfg}),
     )
 
@@ -103,3 +103,21 @@ def test_max_baseline_keeps_the_group_max(tmp_path):
     s = NodeSample(0, 0, [1, 2], [[3], [4], [5]], [1.0, 3.0, 2.0], 2.0, 2.0, 3)
     assert trainer.advantages_for([s])[0].tolist() == [-2.0, 0.0, -1.0]
     assert "timing/greedy_baseline" not in trainer.timing.phases
+
+
+def _own_lengths(c0, c1):
+    # agent 0 is paid its own length, agent 1 minus its own: per agent, never shared
+    return [float(len(c0[0])), -float(len(c1[0]))]
+
+
+def test_each_agent_is_measured_against_its_own_greedy_reward(tmp_path):
+    trainer = _remax(tmp_path, _own_lengths, reward_call_mode="per_sample")
+    batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
+    for rec in batch.records:
+        s0, s1 = rec.samples[0][0], rec.samples[1][0]
+        assert s0.baseline >= 0.0 >= s1.baseline
+        assert s0.baseline != s1.baseline
+        for s in (s0, s1):
+            adv = trainer.advantages_for([s])[0].tolist()
+            assert adv == pytest.approx([r - s.baseline for r in s.returns])
+    trainer.train()

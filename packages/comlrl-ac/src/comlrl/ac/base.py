@@ -23,7 +23,7 @@ from comlrl.ac.ppo import attach_old_logps
 from comlrl.ac.reporting import ActorCriticReporting
 from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
 from comlrl.ac.steps import OptimizationSteps
-from comlrl.ac.targets import gae_tails, td_target
+from comlrl.ac.targets import bootstrap_value, gae_tails, q_advantages, td_target
 from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
@@ -222,17 +222,26 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
         with self.timed("values"):
             values, aux = self._estimate_values(nodes)
         gamma = self.args.discount
+        q = self.args.uses_q_critic
         for i in range(self.num_agents):
             for j, node in enumerate(nodes):
                 for k, s in enumerate(samples[i][j]):
                     child = self._child(node, k)
-                    next_value = values[i][index[id(child)]][0] if child is not None else None
+                    next_value = None
+                    if child is not None:
+                        next_value = bootstrap_value(values[i][index[id(child)]], q)
                     s.old_value = float(values[i][j][k])
                     s.value_target = td_target(s.shaped_reward, next_value, gamma)
                     s.advantage = s.value_target - s.old_value
                     s.metadata["value_target"] = s.value_target
         if self.args.gae_lambda > 0.0:
             self._apply_gae(nodes, index, samples)
+        if q:
+            # Q - V: the TD error against Q(h, a) itself carries no signal (see ac.targets).
+            for i in range(self.num_agents):
+                for j in range(len(nodes)):
+                    for s, adv in zip(samples[i][j], q_advantages(values[i][j])):
+                        s.advantage = adv
         joint = self._joint_samples(nodes, index, samples, values, aux)
         episodes = []
         for root in roots:

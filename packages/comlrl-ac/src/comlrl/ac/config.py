@@ -14,6 +14,7 @@ from typing import Any
 from comlrl.core.config.base import POSITIVE, CommonConfig
 from comlrl.core.config.fields import Choice, FallsBackTo, Integer, Noted, Number, knob
 from comlrl.core.config.knobs import (
+    CLIP_RATIO_C,
     CRITIC_DEVICES,
     CRITIC_LEARNING_RATE,
     CRITIC_TYPE,
@@ -27,11 +28,21 @@ from comlrl.core.config.knobs import (
 )
 from comlrl.core.devices import validate_device_spec
 
-__all__ = ["ACTOR_LOSSES", "CRITIC_TYPES", "ActorCriticConfig", "IACConfig", "MAACConfig"]
+__all__ = [
+    "ACTOR_AGGREGATIONS",
+    "ACTOR_LOSSES",
+    "CRITIC_TYPES",
+    "ActorCriticConfig",
+    "IACConfig",
+    "MAACConfig",
+]
 
 # The actor's loss: the on-policy REINFORCE-with-baseline loss, or PPO's clipped token ratio.
 ACTOR_LOSSES = ("reinforce", "ppo")
+# How the actor's token log-probs make the mini-batch loss (see ActorCriticConfig).
+ACTOR_AGGREGATIONS = ("sum", "sequence_mean", "token_mean")
 _DEFAULT_EPSILON = 0.2
+_DEFAULT_CLIP_RATIO_C = 3.0
 
 
 @dataclass
@@ -86,6 +97,16 @@ class ActorCriticConfig(CommonConfig):
         "`epsilon`.",
         check=Number(0.0, min_inclusive=False, optional=True),
     )
+    clip_ratio_c: float | None = CLIP_RATIO_C(_DEFAULT_CLIP_RATIO_C)
+    loss_aggregation: str = knob(
+        "sum",
+        help="How the actor's token log-probs make the mini-batch loss: `sum` sums each "
+        "completion's tokens and averages over completions (as in 1.4.3); `sequence_mean` "
+        "averages each completion's tokens first; `token_mean` weighs every token of the "
+        "mini-batch equally (as verl's and OpenRLHF's PPO), pooled over ranks. Applies to both "
+        "actor losses.",
+        check=Choice(ACTOR_AGGREGATIONS),
+    )
 
     _family = "Actor-critic"
 
@@ -115,6 +136,11 @@ class ActorCriticConfig(CommonConfig):
             raise ValueError(
                 f"epsilon={self.epsilon} / epsilon_high={self.epsilon_high} have no effect: "
                 f"policy_loss={self.policy_loss!r} clips nothing; {fix}."
+            )
+        if self.clip_ratio_c != _DEFAULT_CLIP_RATIO_C:
+            raise ValueError(
+                f"clip_ratio_c={self.clip_ratio_c} has no effect: policy_loss="
+                f"{self.policy_loss!r} forms no ratio; {fix}."
             )
 
     def _check_critic_devices(self) -> None:

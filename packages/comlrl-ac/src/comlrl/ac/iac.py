@@ -12,7 +12,7 @@ import torch
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import IACConfig
 from comlrl.ac.critics import resolve_critic_sources
-from comlrl.ac.ppo import actor_loss
+from comlrl.ac.ppo import actor_loss, advantage_divisors
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.steps import StepLog
 from comlrl.ac.targets import spread_values, value_error
@@ -227,6 +227,7 @@ class IACTrainer(ActorCriticTrainerBase):
         value_at = "sequence_end" if a.uses_q_critic else "prompt_end"
         lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
         size = len(batch)
+        divisors = advantage_divisors(self, batch)
         opt.zero_grad(set_to_none=True)
         actor_total, err_total = 0.0, 0.0
         log = StepLog()
@@ -240,7 +241,9 @@ class IACTrainer(ActorCriticTrainerBase):
                 value_at,
             )
             device = values.device
-            w = torch.tensor([advs[j] / size for j in idx], dtype=torch.float32, device=device)
+            w = torch.tensor(
+                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=device
+            )
             t = torch.tensor(
                 [batch[j].value_target for j in idx], dtype=values.dtype, device=device
             )

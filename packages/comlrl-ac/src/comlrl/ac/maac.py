@@ -25,7 +25,13 @@ from comlrl.ac.config import MAACConfig
 from comlrl.ac.critics import resolve_critic_sources
 from comlrl.ac.samples import JointSample, RolloutSample
 from comlrl.ac.steps import StepLog, mean_or_nan
-from comlrl.ac.targets import explained_variance, gae_tails, spread_values, td_target
+from comlrl.ac.targets import (
+    bootstrap_value,
+    explained_variance,
+    gae_tails,
+    spread_values,
+    td_target,
+)
 from comlrl.ac.values import (
     last_token_values,
     load_value_models,
@@ -169,6 +175,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         agent and action (agent-minor order): its own value, target and shaped reward."""
         gamma = self.args.discount
         coef = self.args.reference_kl_coef
+        q = self.args.uses_q_critic
         out = []
         for j, node in enumerate(nodes):
             per_node = []
@@ -182,7 +189,9 @@ class MAACTrainer(ActorCriticTrainerBase):
                         kls = [samples[i][j][k].reference_kl for i in range(self.num_agents)]
                         if all(kl is not None for kl in kls):
                             reward -= coef * float(np.mean(kls))
-                    next_value = values[a][index[id(child)]][0] if child is not None else None
+                    next_value = None
+                    if child is not None:
+                        next_value = bootstrap_value(values[a][index[id(child)]], q)
                     per_node.append(
                         JointSample(
                             turn_idx=node.turn,

@@ -58,6 +58,24 @@ def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSa
             s.old_logps = row
 
 
+def advantage_divisors(trainer: Any, batch: Sequence[RolloutSample]) -> list[float]:
+    """What each row's advantage is divided by in the actor's loss (``loss_aggregation``):
+    the mini-batch size (``sum``), times the row's completion length (``sequence_mean``), or
+    the mini-batch's completion tokens (``token_mean``; under several processes every rank's
+    together over the world size, so the token mean is the step's)."""
+    mode = trainer.args.loss_aggregation
+    size = len(batch)
+    if mode == "sum":
+        return [size] * size
+    lengths = [max(1, len(s.completion_ids)) for s in batch]
+    if mode == "sequence_mean":
+        return [size * n for n in lengths]
+    tokens = float(sum(lengths))
+    if trainer.dist.is_distributed:
+        tokens = round(trainer.pooled_total(tokens)) / trainer.dist.world_size
+    return [tokens] * size
+
+
 def actor_loss(
     args: Any,
     logps: TokenLogprobs,
@@ -66,8 +84,8 @@ def actor_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The actor's loss over one micro-batch and its metrics.
 
-    ``weighted_advantages`` holds each row's advantage already divided by the mini-batch size
-    (the on-policy loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples
+    ``weighted_advantages`` holds each row's advantage already divided by its
+    :func:`advantage_divisors` (the on-policy loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples
     (their ``old_logps`` feed the ratio). The loss lies on the device of
     ``weighted_advantages``. With ``ppo`` at the rollout policy every ratio is 1 and the
     gradient is exactly the on-policy one; the logged value is then the surrogate's."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from comlrl.ac.ppo import actor_loss
+from comlrl.ac.ppo import actor_loss, advantage_divisors
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
@@ -87,7 +87,8 @@ class OptimizationSteps:
     def _policy_step(
         self, agent: int, batch: list[RolloutSample], advs: list[float]
     ) -> tuple[float, float, dict[str, float]] | None:
-        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs), or
+        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs;
+        ``loss_aggregation`` may average them per completion or per token instead), or
         its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
         one padded forward per micro-batch (rows grouped by length, so little padding; the loss
         is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
@@ -106,9 +107,10 @@ class OptimizationSteps:
             dedupe=False,  # keeps the forwards, and so the float sums, as they were
             layout="padded",
         )
+        divisors = advantage_divisors(self, batch)
         for idx, lp in parts:
             w = torch.tensor(
-                [advs[j] / len(batch) for j in idx], dtype=torch.float32, device=lp.values.device
+                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
             )
             loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
             what = f"{self.algorithm_name} actor (agent {agent}) loss"

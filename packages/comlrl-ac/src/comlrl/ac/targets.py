@@ -5,7 +5,16 @@ no bootstrap at the last turn (also after early termination). The advantage is G
 ``A_t = Σ_l (γλ)^l δ_{t+l}`` along the trajectory, and the critic's target the λ-return
 ``A_t + V_old(h_t)``. ``gae_lambda=0`` (the default) leaves the TD(0) advantage ``δ_t`` and
 target ``r_t + γ·V_old(h_{t+1})``; ``gae_lambda=1`` gives the discounted Monte-Carlo return
-minus ``V_old(h_t)``. With a Q critic, ``Q_old`` replaces ``V_old``.
+minus ``V_old(h_t)``.
+
+A Q critic scores ``Q_old(h, a)`` for each joint action of a node. Its targets bootstrap with
+``V(h') = mean_k Q_old(h', a'_k)`` over the next node's joint actions (the sampled actions'
+Monte-Carlo estimate of ``E_pi Q``). Its actor advantage is ``Q_old(h, a) - V(h)`` with
+``V(h)`` the same mean over the node's own joint actions: the TD error
+``r + γV(h') - Q(h, a)`` would have zero mean for every action once Q is accurate, leaving the
+buffer z-score nothing but critic noise to scale up. A node with a single joint action has no
+sibling to estimate ``V(h)`` from, so its advantage is ``Q_old(h, a)`` itself (the buffer
+z-score then centres it across the buffer).
 """
 
 from __future__ import annotations
@@ -23,6 +32,24 @@ def td_target(reward: float, next_value: float | None, discount: float) -> float
     if next_value is None:
         return float(reward)
     return float(reward) + float(discount) * float(next_value)
+
+
+def bootstrap_value(child_values: Sequence[float], per_action: bool) -> float:
+    """The next node's value for a TD target: a V critic's one estimate (every action of a
+    node shares it), or the mean of a Q critic's estimates over the node's joint actions."""
+    if per_action:
+        return float(sum(float(v) for v in child_values) / len(child_values))
+    return float(child_values[0])
+
+
+def q_advantages(q_values: Sequence[float]) -> list[float]:
+    """``Q(h, a_k) - mean_j Q(h, a_j)`` for one node's joint actions; ``Q(h, a)`` itself when
+    the node has a single action (no sibling to estimate ``V(h)`` from)."""
+    qs = [float(q) for q in q_values]
+    if len(qs) < 2:
+        return qs
+    baseline = sum(qs) / len(qs)
+    return [q - baseline for q in qs]
 
 
 def reward_to_go(rewards: Sequence[float], discount: float) -> list[float]:

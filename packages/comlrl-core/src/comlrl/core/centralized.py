@@ -55,8 +55,10 @@ class TaggedCentralizedComparatorAdapter:
             ``<agent_i>...</agent_i>`` blocks and reads only closed blocks. ``lenient`` ends the
             prompt with role 0's opening tag, so the completion starts inside role 0's section,
             and reads sections loosely (any case and spacing, closing tags optional, see
-            :func:`~comlrl.core.centralized_layout.parse_lenient`); a reward is then scaled by
-            the share of roles whose section was produced (:attr:`credits_layout`).
+            :func:`~comlrl.core.centralized_layout.parse_lenient`); a reward ``R`` then earns
+            ``low + f·(R - low)``, ``f`` the share of roles whose section was produced and
+            ``low`` the reward's declared lower bound (0 when it declares none, see
+            :attr:`credits_layout`).
 
     A role whose section is missing reads as ``""``. A completion without a single section raises
     :class:`CentralizedComparatorParseError`.
@@ -175,8 +177,12 @@ class CentralizedCollaboration:
             actor's reward (``__call__``).
         reward_call_mode: passed to the :class:`RewardCaller` of the task reward.
 
-    With an adapter whose ``credits_layout`` is true (the lenient tagged adapter), each joint
-    reward is multiplied by the share of roles whose section the completion produced.
+    With an adapter whose ``credits_layout`` is true (the lenient tagged adapter), a joint
+    reward ``R`` earns ``low + f·(R - low)``: ``f`` is the share of roles whose section the
+    completion produced and ``low`` the task reward's declared ``reward_range`` low (a task with
+    negative rewards, e.g. tool use -0.4..1.1, must declare one; without one, ``low`` is 0 and a
+    negative reward raises). A missing role never raises the reward, and an unreadable
+    completion earns ``low``.
 
     Attributes:
         parse_failures: joint completions that held no role section (each scored as all-empty).
@@ -322,9 +328,27 @@ class CentralizedCollaboration:
             ]
         if credit is None:
             return scores.shared
-        # Partial credit: only the produced share of the layout earns its reward, so an answer
-        # the writer never produced earns nothing.
-        return [float(v) * f for v, f in zip(scores.shared, credit)]
+        # Partial credit: only the produced share f of the layout earns its reward above the
+        # floor, low + f·(R - low), so a dropped role never raises the reward, also where
+        # rewards can be negative, and an unreadable answer earns the floor.
+        low = self._credit_floor(scores.shared)
+        return [low + f * (float(v) - low) for v, f in zip(scores.shared, credit)]
+
+    def _credit_floor(self, rewards: Sequence[float]) -> float:
+        """The lowest reward, from which partial credit is measured: the task reward's declared
+        ``reward_range`` low, else 0.0, which is safe only while rewards are non-negative (a
+        negative one raises rather than reward dropping roles)."""
+        if self.reward_range is not None:
+            return self.reward_range[0]
+        negative = [v for v in rewards if float(v) < 0.0]
+        if negative:
+            raise ValueError(
+                f"lenient centralized parsing scales a reward by the share of roles produced, "
+                f"measured from the reward's lowest value, but reward_func declares no "
+                f"reward_range and returned {float(negative[0])!r} < 0. Declare its range with "
+                "comlrl.core.rewards.ranges.set_reward_range(reward_func, low, high)."
+            )
+        return 0.0
 
     # ------------------------------------------------------------------ eval
     def wrap_eval_logger(self, eval_logger: Callable | None) -> Callable | None:

@@ -55,6 +55,14 @@ class GradientSync:
             return None
         return pooled_mean_std(groups, self.dist, group=self._collective_group())
 
+    def pooled_total(self, value: float) -> float:
+        """``value`` summed over ranks (``value`` itself in one process). Every rank must call
+        it at the same point."""
+        if not self.dist.is_distributed:
+            return float(value)
+        ((mean, _, count),) = self.pooled_moments([torch.tensor([float(value)])])
+        return mean * count
+
     def _collective_group(self):
         """The process group for a collective issued now: the calling agent worker's own group
         (concurrent agents then never interleave their collectives), else the default group."""

@@ -5,6 +5,15 @@ in each of several updates per rollout, weighs its advantages by the ratio of th
 policy to that rollout policy, clipped so that one rollout cannot move the policy far. The
 REINFORCE family's registered ``ppo`` and ``gspo`` losses and the actor-critic family's
 ``ppo`` actor loss (IPPO / MAPPO) are built on these functions.
+
+Two guards keep one stale or degenerate row from dominating an update (both as in verl):
+
+- the dual clip (``clip_ratio_c``, c > 1): for a negative advantage the per-token loss is at
+  most ``-c·A``. PPO's clip bounds the ratio only on the side that improves the objective, so a
+  ratio of 10 with ``A = -1`` would otherwise cost 10 and push with a gradient of 10;
+- the log-ratio is clamped before it is exponentiated: a token's to ``±LOG_RATIO_BOUND`` (20)
+  and a GSPO sequence log-ratio to at most ``SEQUENCE_LOG_RATIO_MAX`` (10), so the surrogate
+  stays finite (an infinite loss would drop the whole step).
 """
 
 from __future__ import annotations
@@ -16,6 +25,13 @@ import torch
 
 from comlrl.core.logprobs import TokenLogprobs
 
+# Bounds on the log-ratio before ``exp`` (verl's values): exp(20) and exp(10) are far outside any
+# clip range, so only numerically broken rows are touched.
+LOG_RATIO_BOUND = 20.0
+SEQUENCE_LOG_RATIO_MAX = 10.0
+# The dual clip's default c (verl's ``clip_ratio_c``); configs without the field use it.
+DEFAULT_CLIP_RATIO_C = 3.0
+
 
 def clipped_surrogate(
     log_ratio: torch.Tensor,
@@ -25,22 +41,34 @@ def clipped_surrogate(
     eps_low: float,
     eps_high: float,
     token_log_ratio: torch.Tensor | None = None,
+    clip_ratio_c: float | None = DEFAULT_CLIP_RATIO_C,
 ):
     """PPO's clipped surrogate ``-sum_r w_r sum_t min(rho A_r, clip(rho, 1-eps_low, 1+eps_high)
-    A_r)`` with ``rho = exp(log_ratio)`` per token (``[rows, tokens]``), and its metrics:
-    ``clip_fraction`` (share of tokens whose clipped branch is the active one) and
-    ``approx_kl`` (mean ``rho - 1 - log rho`` over tokens of ``token_log_ratio``, default
-    ``log_ratio``: the k3 estimate of KL(old || new) from tokens the old policy sampled)."""
+    A_r)`` with ``rho = exp(log_ratio)`` per token (``[rows, tokens]``), dual-clipped: a
+    token with ``A_r < 0`` costs at most ``-clip_ratio_c·A_r`` (None: no dual clip). The
+    log-ratio is clamped to ``±LOG_RATIO_BOUND`` first.
+
+    Metrics: ``clip_fraction`` (share of tokens whose clipped branch, PPO's or the dual clip,
+    is the active one) and ``approx_kl`` (mean ``rho - 1 - log rho`` over tokens of
+    ``token_log_ratio``, default ``log_ratio``: the k3 estimate of KL(old || new) from tokens
+    the old policy sampled)."""
+    log_ratio = log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = torch.exp(log_ratio)
     adv = advantages.unsqueeze(-1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
-    per_token = -torch.minimum(unclipped, clipped) * mask
+    per_token = -torch.minimum(unclipped, clipped)
+    if clip_ratio_c is not None:
+        per_token = torch.where(adv < 0, torch.minimum(per_token, -clip_ratio_c * adv), per_token)
+    per_token = per_token * mask
     loss = (row_weights * per_token.sum(-1)).sum()
     with torch.no_grad():
         tokens = mask.sum().clamp(min=1.0)
         active = ((ratio < 1.0 - eps_low) & (adv < 0)) | ((ratio > 1.0 + eps_high) & (adv > 0))
+        if clip_ratio_c is not None:
+            active = active | ((ratio > clip_ratio_c) & (adv < 0))
         lr = log_ratio if token_log_ratio is None else token_log_ratio
+        lr = lr.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
         approx_kl = ((torch.exp(lr) - 1.0 - lr) * mask).sum() / tokens
         metrics = {
             "clip_fraction": float((active.float() * mask).sum() / tokens),
@@ -54,6 +82,13 @@ def clip_range(config: Any) -> tuple[float, float]:
     low = float(config.epsilon)
     high = config.epsilon_high
     return low, low if high is None else float(high)
+
+
+def dual_clip(config: Any) -> float | None:
+    """The config's ``clip_ratio_c`` (the dual clip's c; None turns it off), or
+    ``DEFAULT_CLIP_RATIO_C`` for a config without the field."""
+    c = getattr(config, "clip_ratio_c", DEFAULT_CLIP_RATIO_C)
+    return None if c is None else float(c)
 
 
 def token_ratio_loss(
@@ -72,7 +107,9 @@ def token_ratio_loss(
     mask = logps.mask
     log_ratio = (logps.values - old_logps) * mask
     low, high = clip_range(config)
-    return clipped_surrogate(log_ratio, mask, advantages, row_weights, low, high)
+    return clipped_surrogate(
+        log_ratio, mask, advantages, row_weights, low, high, clip_ratio_c=dual_clip(config)
+    )
 
 
 def padded_rows(rows: Sequence[Sequence[float]], width: int, device) -> torch.Tensor:

@@ -5,8 +5,13 @@ leave-one-out (RLOO). Normalization keeps each baseline and divides a group's ad
 own root-mean-square ``s = sqrt(mean_k A_k^2)``, floored at ``STD_FLOOR``: for the mean baseline
 that is the group's population std (GRPO), and in every mode ``|A_k| <= sqrt(K)``, so tied and
 near-tied groups stay bounded. (Dividing un-centred raw returns by the returns' std instead made
-a tied group's advantages ``R / 1e-6``.) A tied group gets 0 in the centred modes and ``R/|R|``
-in raw mode.
+a tied group's advantages ``R / 1e-6``.)
+
+Raw mode has no baseline to keep, and dividing un-centred returns by their rms alone would map
+every tied group to ±1 whatever its reward (``[0.01]*4`` and ``[1]*4`` alike). So normalizing
+raw returns z-scores them within the group, as CoMLRL 1.4.3 did: the group mean is subtracted
+first, which makes normalized raw advantages the mean baseline's. A tied group gets 0 in every
+mode.
 """
 
 from __future__ import annotations
@@ -54,9 +59,12 @@ def baseline_advantages(returns: Sequence[float], mode: str) -> torch.Tensor:
 
 
 def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> torch.Tensor:
-    """Baseline advantages, divided by their root-mean-square when ``normalize`` and K > 1."""
+    """Baseline advantages, divided by their root-mean-square when ``normalize`` and K > 1
+    (raw returns are centred on the group mean first: a z-score)."""
     adv = baseline_advantages(returns, mode)
     if normalize and adv.numel() > 1:
+        if mode == "raw":
+            adv = adv - adv.mean()
         adv = adv / rms_scale(adv)
     return adv
 

@@ -63,9 +63,9 @@ class CentralizedMAGRPOConfig(MAGRPOConfig):
         "lenient",
         help="How the default tagged adapter reads the joint completion. `lenient`: the prompt "
         "opens the first role's `<agent_0>` section, tags match loosely (case, spacing, closing "
-        "tags optional) and the reward is scaled by the share of roles produced; `strict`: "
-        "closed `<agent_i>...</agent_i>` blocks only, no scaling (CoMLRL 1.4.3). A "
-        "`centralized_adapter` passed to the trainer is used as it is.",
+        "tags optional) and the reward above its declared lower bound is scaled by the share "
+        "of roles produced; `strict`: closed `<agent_i>...</agent_i>` blocks only, no scaling "
+        "(CoMLRL 1.4.3). A `centralized_adapter` passed to the trainer is used as it is.",
     )
     layout_warmup_steps: int = knob(
         0,

@@ -19,6 +19,7 @@ from comlrl.core.config.fields import (
 )
 from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
+    CLIP_RATIO_C,
     JOINT_MODE,
     NUM_GENERATIONS,
 )
@@ -37,6 +38,9 @@ LENGTH_NORMALIZATIONS = {"none": "sum", "token_mean": "sequence_mean", "constant
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
 VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
 REMAX_BASELINES = ("greedy", "max")
+# GSPO's clip range from its paper (the sequence ratio is a per-token geometric mean, so it
+# moves far less than a token ratio); used when neither epsilon nor epsilon_high is given.
+GSPO_EPSILON, GSPO_EPSILON_HIGH = 3e-4, 4e-4
 
 
 def _check_weight_list(name: str, value):
@@ -78,7 +82,9 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     advantage_normalization_scope: str = knob(
         "group",
         help="Where advantages are z-scored: within each `group` of K siblings, or over each "
-        "agent's whole update `batch` (REINFORCE++).",
+        "optimizer step's mini-batch `batch` (REINFORCE++'s batch normalization; a mini-batch "
+        "holds `train_batch_size` nodes of one turn, so the moments are that mini-batch's, "
+        "pooled over ranks, and with `num_iterations` > 1 each pass's reshuffle regroups them).",
         check=Choice(NORMALIZATION_SCOPES),
     )
     loss_aggregation: str = knob(
@@ -87,7 +93,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "(1.4.3), `sequence_mean` averages them per completion (GRPO), `token_mean` averages "
         "over every token of the mini-batch (DAPO), `constant` divides each sum by "
         "`max_new_tokens` (Dr. GRPO). Completions are weighted 1/(K·groups) except in "
-        "`token_mean`.",
+        "`token_mean`. `policy_loss='gspo'` always uses `sequence_mean` (other values raise).",
         check=Choice(LOSS_AGGREGATIONS, {"none": "sum"}),
     )
     loss_length_normalization: str | None = knob(
@@ -107,7 +113,8 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     epsilon: float = knob(
         0.2,
         help="Clip range of a ratio loss (`ppo`, `gspo`): the ratio is kept within "
-        "[1 − epsilon, 1 + epsilon_high].",
+        "[1 − epsilon, 1 + epsilon_high]. With `gspo`, when neither this nor `epsilon_high` is "
+        "set, GSPO's own range 3e-4 / 4e-4 (its paper) is used.",
         check=Number(0.0, 1.0, min_inclusive=False, max_inclusive=False),
     )
     epsilon_high: float | None = knob(
@@ -115,6 +122,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         help="Upper clip range of a ratio loss (clip-higher, DAPO); None uses `epsilon`.",
         check=Number(0.0, min_inclusive=False, optional=True),
     )
+    clip_ratio_c: float | None = CLIP_RATIO_C(3.0)
     mask_truncated_completions: bool = knob(
         False,
         help="Leave completions that hit `max_new_tokens` without an EOS out of the loss (they "
@@ -124,7 +132,8 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     drop_zero_variance_groups: bool = knob(
         False,
         help="Skip groups whose K returns tie (no signal for a group baseline) in the update; "
-        "logs `agent_{i}/dropped_groups`. Single-process runs only.",
+        "with KL in the reward the KL-shaped returns are tested, so a group whose rewards tie "
+        "keeps its KL penalty. Logs `agent_{i}/dropped_groups`. Single-process runs only.",
         check=Boolean(),
     )
     reward_weights: list[float] | None = knob(
@@ -164,7 +173,24 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         )
         resolve_alias(self, "loss_length_normalization", "loss_aggregation", LENGTH_NORMALIZATIONS)
         apply_preset(self)
+        self._gspo_settings()
         self._refuse_inert_settings()
+
+    def _gspo_settings(self) -> None:
+        """GSPO weighs each completion once (its ratio is already length-normalized, as verl
+        forces), and clips in its own, much narrower, range unless one is given."""
+        if self.policy_loss != "gspo":
+            return
+        if self.loss_aggregation not in ("sum", "sequence_mean"):
+            raise ValueError(
+                f"loss_aggregation={self.loss_aggregation!r} does not apply to policy_loss="
+                "'gspo': GSPO aggregates per sequence (each completion weighs 1/(K·groups)); "
+                "leave loss_aggregation unset or set it to 'sequence_mean'."
+            )
+        # `sum` is the default: left unset, it is read as GSPO's per-sequence weighting.
+        self.loss_aggregation = "sequence_mean"
+        if not {"epsilon", "epsilon_high"} & self.explicit_fields:
+            self.epsilon, self.epsilon_high = GSPO_EPSILON, GSPO_EPSILON_HIGH
 
     def _refuse_inert_settings(self) -> None:
         """Settings that do nothing in the chosen mode raise, naming the field."""
@@ -179,7 +205,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
                 f"policy_loss={self.policy_loss!r} forms no ratio; use policy_loss='ppo' or "
                 "'gspo' for clipped updates"
             )
-            for name in ("epsilon", "epsilon_high"):
+            for name in ("epsilon", "epsilon_high", "clip_ratio_c"):
                 refuse_inert(self, name, reason)
             if self.num_iterations > 1:
                 raise ValueError(

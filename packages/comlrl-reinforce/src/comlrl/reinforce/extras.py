@@ -22,8 +22,8 @@ def attach_extras(trainer: Any, nodes: Sequence[TreeNode], per_agent: list[list[
     ``per_agent[i][j]`` is agent i's sample of ``nodes[j]``."""
     a = trainer.args
     if a.uses_greedy_baseline():
-        for j, b in enumerate(greedy_baselines(trainer, nodes)):
-            for samples in per_agent:
+        for j, per_node in enumerate(greedy_baselines(trainer, nodes)):
+            for samples, b in zip(per_agent, per_node):
                 samples[j].baseline = b
     pads = [tok.pad_token_id for tok in trainer.tokenizers]
     if trainer.reference_models and a.reference_kl_enabled:

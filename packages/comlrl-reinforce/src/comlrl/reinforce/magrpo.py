@@ -35,7 +35,7 @@ from comlrl.reinforce.extras import attach_extras
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
-from comlrl.reinforce.losses import as_tensor, row_weights
+from comlrl.reinforce.losses import as_tensor, kept_tokens, row_weights, token_mean_total
 
 
 @dataclass
@@ -193,7 +193,8 @@ class MAGRPOTrainer(TrainerBase):
         losses, norms, extra = [], [], {}
         rng = random.Random(seed)
         if a.drop_zero_variance_groups:
-            kept = [s for s in samples if has_spread(s.returns)]
+            # The shaped returns: a group whose rewards tie still differs in its KL penalty.
+            kept = [s for s in samples if has_spread(self.shaped_returns(s))]
             extra["dropped_groups"] = [float(len(samples) - len(kept))]
             samples = kept
         by_turn: dict[int, list[NodeSample]] = {}
@@ -229,14 +230,21 @@ class MAGRPOTrainer(TrainerBase):
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
 
+    def shaped_returns(self, s: NodeSample) -> list[float]:
+        """A node sample's returns less the reward-side KL penalty (its own and the later
+        turns' carried KL) when KL is in the reward; its returns otherwise."""
+        returns = list(s.returns)
+        kls = s.carried_kls or s.reference_kls
+        if kls:
+            coef = self.args.reference_kl_coef
+            returns = [r - coef * kl for r, kl in zip(returns, kls)]
+        return returns
+
     def group_advantages(self, s: NodeSample) -> torch.Tensor:
         """The advantages of one node sample's completions within their group (KL-shaped
         returns; batch-scope normalization, which needs the whole update, comes after)."""
         a = self.args
-        returns = list(s.returns)
-        kls = s.carried_kls or s.reference_kls
-        if kls:
-            returns = [r - a.reference_kl_coef * kl for r, kl in zip(returns, kls)]
+        returns = self.shaped_returns(s)
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
         if s.baseline is not None:
             return fixed_baseline_advantages(returns, s.baseline, scope_normalize)
@@ -264,7 +272,13 @@ class MAGRPOTrainer(TrainerBase):
             keep = [not is_truncated(c, eos, a.max_new_tokens) for c in comps]
             found["truncated_fraction"] = [1.0 - sum(keep) / len(keep)]
         weights = row_weights(
-            lengths, sizes, len(batch), a.loss_aggregation, a.max_new_tokens, keep
+            lengths,
+            sizes,
+            len(batch),
+            a.loss_aggregation,
+            a.max_new_tokens,
+            keep,
+            token_total=self._token_total(lengths, keep),
         )
         policy_loss = self.policy_loss
         pad = self.tokenizers[agent].pad_token_id
@@ -297,6 +311,14 @@ class MAGRPOTrainer(TrainerBase):
                 found.setdefault(key, []).append(value)
         norm = apply_step(self, model.parameters(), opt, agent=agent)
         return total, norm, {key: float(np.mean(v)) for key, v in found.items()}
+
+    def _token_total(self, lengths: list[int], keep) -> float | None:
+        """``token_mean``'s divisor under several processes (the ranks' mini-batches share
+        one token mean); None, the mini-batch's own count, otherwise."""
+        if self.args.loss_aggregation != "token_mean" or not self.dist.is_distributed:
+            return None
+        pooled = round(self.pooled_total(kept_tokens(lengths, keep)))
+        return token_mean_total(pooled, self.dist.world_size)
 
     # ------------------------------------------------------------------ metrics
     def _metrics(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> dict:

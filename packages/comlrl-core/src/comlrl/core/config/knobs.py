@@ -71,3 +71,9 @@ VALUE_HEAD_HIDDEN_DIM = Knob(
     "linear layer.",
     check=Integer(1, optional=True),
 )
+CLIP_RATIO_C = Knob(
+    help="The dual clip's c (as verl's `clip_ratio_c`): with a negative advantage a token's "
+    "ratio loss is at most c·|A|, so a stale token with a large ratio cannot dominate the "
+    "update; it must be > 1; None turns the dual clip off. Only with a ratio loss.",
+    check=Number(1.0, min_inclusive=False, optional=True),
+)
