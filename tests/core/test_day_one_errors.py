@@ -29,18 +29,25 @@ def _no_model_loads(monkeypatch):
     monkeypatch.setattr(models, "load_causal_lm", loaded)
 
 
+def _not_on_the_hub(name, *args, **kwargs):
+    # What transformers raises for a name that is neither a local folder nor a hub repo.
+    raise OSError(
+        f"{name} is not a local folder and is not a valid model identifier listed on "
+        "'https://huggingface.co/models'\nIf this is a private repository, make sure to "
+        "pass a token having permission to this repo."
+    )
+
+
 def _hub_typo(monkeypatch):
     import transformers
 
-    def not_on_the_hub(name, *args, **kwargs):
-        # What transformers raises for a name that is neither a local folder nor a hub repo.
-        raise OSError(
-            f"{name} is not a local folder and is not a valid model identifier listed on "
-            "'https://huggingface.co/models'\nIf this is a private repository, make sure to "
-            "pass a token having permission to this repo."
-        )
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", _not_on_the_hub)
 
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", not_on_the_hub)
+
+def _critic_hub_typo(monkeypatch):
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", _not_on_the_hub)
 
 
 def _without(package):
@@ -75,6 +82,12 @@ CASES = [
         ["train", "--set", f"agent_model.name={HUB_TYPO}"],
         _hub_typo,
         ["agent_model", HUB_TYPO, "hub id", "huggingface-cli login"],
+    ),
+    (
+        "mistyped critic hub id",
+        ["train", "--algo", "iac", "--set", f"critic_model.name={HUB_TYPO}"],
+        _critic_hub_typo,
+        ["critic", HUB_TYPO, "hub id"],
     ),
     (
         "missing local model dir",
