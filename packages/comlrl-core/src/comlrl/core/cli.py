@@ -3,8 +3,9 @@
 A user error (a bad setting, a missing file or optional package, a hub id that does not
 resolve, a run directory that is taken, a checkpoint that does not fit; see
 :mod:`comlrl.core.errors`) prints one line, ``comlrl: error: ...``, and exits with status 2;
-``--debug`` shows the traceback instead. Any other exception is a bug and keeps its traceback. A run stopped by SIGINT/SIGTERM prints the command that continues
-it and exits with status 130.
+``--debug`` shows the traceback instead. Any other exception is a bug and keeps its
+traceback. A run stopped by SIGINT/SIGTERM prints the command that continues it and exits with
+status 130.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ _EPILOG = """examples:
   comlrl plot runs/a runs/b --out curves.png     # reward, loss, KL and timing curves
   comlrl list
 
-errors: a bad setting or file prints one line and exits with status 2 (--debug shows the
-traceback); Ctrl-C saves a checkpoint, prints the command that resumes, and exits with 130.
+errors: a bad setting, file or missing package prints one line and exits with status 2
+(--debug shows the traceback; a bug in the library always does); Ctrl-C saves a checkpoint,
+prints the command that resumes, and exits with 130.
 """
 
 EXIT_USAGE = 2
