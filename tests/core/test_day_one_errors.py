@@ -242,3 +242,21 @@ def test_which_errors_count_as_the_users(source, user):
     with pytest.raises(Exception) as caught:
         func()
     assert is_user_error(caught.value) is user
+
+
+@pytest.mark.parametrize("package, sink", [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+def test_python_api_reports_a_missing_sink_package_before_loading(monkeypatch, package, sink):
+    from comlrl.core.errors import MissingPackageError
+    from comlrl.core.testing import tiny_model_dir
+    from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
+
+    agent = tiny_model_dir()  # built before the package goes missing
+    _without(package)(monkeypatch)
+    with pytest.raises(MissingPackageError, match=rf"pip install 'comlrl-core\[{package}\]'"):
+        MAGRPOTrainer(
+            agent_model=agent,
+            num_agents=2,
+            train_dataset=[{"prompt": "Write a story."}],
+            reward_func=lambda completions, **kw: [0.0] * len(completions),
+            args=MAGRPOConfig(report_to=[sink], num_generations=2),
+        )
