@@ -16,6 +16,7 @@ import yaml
 
 from comlrl.core.checkpoint.reader import read_checkpoint_metadata
 from comlrl.core.cli import main
+from comlrl.core.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(REPO, "examples", "length_ratio.yaml")
@@ -104,8 +105,8 @@ def test_the_error_line_keeps_flags_and_negative_numbers_and_drops_bullets(
 ):
     from comlrl.core.checkpoint import session
 
-    def refuse(self):
-        raise ValueError("-1 is not a valid seed; pass --set seed=0 instead:\n- first\n- second")
+    def refuse(self):  # a library check refusing the run (a user error)
+        raise UserError("-1 is not a valid seed; pass --set seed=0 instead:\n- first\n- second")
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(session.CheckpointSession, "restore", refuse)
@@ -117,8 +118,8 @@ def test_the_error_line_keeps_flags_and_negative_numbers_and_drops_bullets(
 def test_a_run_refused_inside_training_removes_the_dir_it_created(tmp_path, monkeypatch, capsys):
     from comlrl.core.checkpoint import session
 
-    def refuse(self):
-        raise ValueError("a check inside train() refused the run")
+    def refuse(self):  # a library check refusing the run (a user error)
+        raise UserError("a check inside train() refused the run")
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(session.CheckpointSession, "restore", refuse)

@@ -82,6 +82,7 @@ def test_no_sentinel_secret_is_written_anywhere(tmp_path, monkeypatch, capsys):
                     "config_sections": {"service": {"api_key": SENTINELS["wandb"]}},
                 },
                 "madpo_iter": {
+                    "report_to": ["wandb"],
                     "num_iterations": 1,
                     "num_train_epochs": 1,
                     "preference_num_candidates": 2,

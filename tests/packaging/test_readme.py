@@ -15,7 +15,9 @@ def test_readme_learning_numbers_match_the_results_file():
     expected = {
         "first quarter of the steps:": results["train_reward_first_quarter"],
         "over the last quarter:": results["train_reward_last_quarter"],
-        "last evaluation (taken during the final epoch):": results["final_eval_reward"],
+        "(the final one, after the last update, which `eval_at_end` adds):": results[
+            "final_eval_reward"
+        ],
     }
     for label, value in expected.items():
         match = re.search(re.escape(label) + r" ([0-9.]+)", paragraph)

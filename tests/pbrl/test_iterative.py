@@ -328,6 +328,7 @@ def test_drift_plots_reach_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     agents, tok = two_agents()
     cfg = _iter_config(MADPOIterConfig, tmp_path, "current", "current", num_iterations=1)
+    cfg.report_to = ["wandb"]  # report_to alone turns W&B on
     trainer = MADPOIterTrainer(
         agents=agents,
         tokenizer=tok,

@@ -203,6 +203,7 @@ def test_training_without_wandb_installed(tmp_path, monkeypatch):
     assert read_metrics(tmp_path / "run" / "metrics.jsonl")
     with pytest.raises(ImportError, match="wandb"):
         t2 = make_trainer(tmp_path / "b")
+        t2.args.report_to = ["wandb"]
         t2.wandb_config = {"project": "x"}
         t2.train()
 

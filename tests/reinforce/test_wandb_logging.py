@@ -37,6 +37,7 @@ def test_offline_wandb_run_has_metric_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     trainer = make_trainer(tmp_path, eval_interval=1, eval_num_samples=1)
     trainer.eval_dataset = PROMPTS[:1]
+    trainer.args.report_to = ["wandb"]  # report_to alone turns W&B on
     trainer.wandb_config = {
         "project": "comlrl-test",
         "dir": str(tmp_path / "wb"),

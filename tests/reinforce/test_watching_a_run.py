@@ -132,6 +132,7 @@ def test_wandb_gets_a_completions_table(tmp_path, monkeypatch):
     fake.init = lambda **kwargs: run
     fake.Table = Table
     monkeypatch.setitem(sys.modules, "wandb", fake)
+    trainer.args.report_to = ["wandb"]
     trainer.wandb_config = {"project": "p"}
     trainer.train()
     tables = [(d["completions"], step) for d, step in run.logged if "completions" in d]

@@ -226,10 +226,10 @@ def load_value_model(
     if isinstance(source, (str, os.PathLike)):
         from transformers import AutoModel
 
-        from comlrl.core.models import check_model_source, model_load_kwargs
+        from comlrl.core.models import check_model_source, model_load_kwargs, unresolved_model
 
         check_model_source(source, "critic")
-        with quiet_hub_progress():
+        with quiet_hub_progress(), unresolved_model(source, "critic"):
             backbone = AutoModel.from_pretrained(
                 os.fspath(source), **model_load_kwargs(model_config)
             )

@@ -1,9 +1,11 @@
 """The ``comlrl`` command: train, eval, plot, list.
 
-A user error (a bad setting, a missing file, a run directory that is taken, a checkpoint that
-does not fit) prints one line, ``comlrl: error: ...``, and exits with status 2; ``--debug``
-shows the traceback instead. A run stopped by SIGINT/SIGTERM prints the command that continues
-it and exits with status 130.
+A user error (a bad setting, a missing file or optional package, a hub id that does not
+resolve, a run directory that is taken, a checkpoint that does not fit; see
+:mod:`comlrl.core.errors`) prints one line, ``comlrl: error: ...``, and exits with status 2;
+``--debug`` shows the traceback instead. Any other exception is a bug and keeps its
+traceback. A run stopped by SIGINT/SIGTERM prints the command that continues it and exits with
+status 130.
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ import inspect
 import os
 import sys
 
-import yaml
-
-from comlrl.core.checkpoint.errors import CheckpointError
 from comlrl.core.config.redact import redacted_paths
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
+from comlrl.core.errors import UserError, is_user_error
 from comlrl.core.launch import DEFAULT_RUN, RunInterrupted, locate_resume, run_training
 from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
 
@@ -36,24 +36,52 @@ _EPILOG = """examples:
   comlrl plot runs/a runs/b --out curves.png     # reward, loss, KL and timing curves
   comlrl list
 
-errors: a bad setting or file prints one line and exits with status 2 (--debug shows the
-traceback); Ctrl-C saves a checkpoint, prints the command that resumes, and exits with 130.
+errors: a bad setting, file or missing package prints one line and exits with status 2
+(--debug shows the traceback; a bug in the library always does); Ctrl-C saves a checkpoint,
+prints the command that resumes, and exits with 130.
 """
 
-# Exceptions that mean "the user asked for something that cannot be done", not a bug.
-USER_ERRORS = (
-    ValueError,
-    CheckpointError,
-    FileExistsError,
-    FileNotFoundError,
-    NotADirectoryError,
-    IsADirectoryError,
-    PermissionError,
-    ImportError,
-    yaml.YAMLError,
-)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+
+class _Overrides(argparse.Action):
+    """Collects ``--set``/``--override`` values as ``(flag, text)`` pairs, so an error names the
+    flag the user typed. With ``const=True`` (``comlrl eval``), a value without ``=`` cannot be
+    an override: it is kept in ``stray_paths`` for the positional paths (``--override k=v RUN``
+    would otherwise swallow RUN)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest) or [])
+        for value in [values] if isinstance(values, str) else values:
+            if self.const and "=" not in value:
+                namespace.stray_paths = [*getattr(namespace, "stray_paths", []), value]
+            else:
+                items.append((option_string, value))
+        setattr(namespace, self.dest, items)
+
+
+def _override_flags(parser: argparse.ArgumentParser, extra_help: str, strays: bool) -> None:
+    """``--set KEY=VALUE`` (repeatable) and ``--override KEY=VALUE...``, both into
+    ``overrides``."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action=_Overrides,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one field, e.g. magrpo.num_turns=2 (repeatable; values are YAML)",
+    )
+    parser.add_argument(
+        "--override",
+        dest="overrides",
+        action=_Overrides,
+        nargs="+",
+        const=strays,
+        metavar="KEY=VALUE",
+        help="one or more overrides after one flag, e.g. --override magrpo.num_turns=2 "
+        f"seed=1 ({extra_help}combines with --set)",
+    )
 
 
 def _debug_flag(parser: argparse.ArgumentParser, default) -> None:
@@ -86,23 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE.yaml",
         help="run file in the task-repo YAML schema (merged over the defaults)",
     )
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one field, e.g. magrpo.num_turns=2 (repeatable; values are YAML)",
-    )
-    train.add_argument(
-        "--override",
-        dest="overrides",
-        action="extend",
-        nargs="+",
-        metavar="KEY=VALUE",
-        help="one or more overrides after one flag, e.g. --override magrpo.num_turns=2 "
-        "seed=1 (the task repositories' spelling; combines with --set)",
-    )
+    _override_flags(train, "the task repositories' spelling; ", strays=False)
     _debug_flag(train, argparse.SUPPRESS)
     train.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
     train.add_argument("--task", help="registered task (see `comlrl list`)")
@@ -125,22 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run_options(parser: argparse.ArgumentParser) -> None:
     """--config/--set/--override/--algo/--task, as ``train`` reads them."""
     parser.add_argument("--config", metavar="FILE.yaml", help="run file (task-repo YAML schema)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one field (repeatable; values are YAML)",
-    )
-    parser.add_argument(
-        "--override",
-        dest="overrides",
-        action="extend",
-        nargs="+",
-        metavar="KEY=VALUE",
-        help="one or more overrides after one flag (combines with --set)",
-    )
+    _override_flags(parser, "a value without '=' is a run path; ", strays=True)
     parser.add_argument("--algo", help="registered algorithm (see `comlrl list`)")
     parser.add_argument("--task", help="registered task (see `comlrl list`)")
 
@@ -203,27 +200,41 @@ def _plot_parser(sub) -> None:
 def _compose_run(base: dict, args: argparse.Namespace) -> dict:
     """A copy of ``base`` with --config, --algo, --task and --set applied, in that order."""
     run = copy.deepcopy(base)  # never edit DEFAULT_RUN itself
+    written = {}  # what the user's run file sets (the base's own fields may be dropped freely)
     if args.config:
         user = load_yaml(args.config)
         algo_in_file = user.get("algorithm")
         if algo_in_file and str(algo_in_file).lower() != "magrpo":
             run = {k: v for k, v in run.items() if k != "magrpo"}
         run = deep_merge(run, user)
+        written = user
     if args.algo:
-        run = _switch_algorithm(run, args.algo.lower())
+        run = _switch_algorithm(run, args.algo.lower(), written, args.config)
     if args.task:
         run["task"] = {"name": args.task, "options": {}}
     return _default_tiny_critic(apply_overrides(run, args.overrides))
 
 
-def _switch_algorithm(run: dict, algo: str) -> dict:
-    """Point ``run`` at ``algo``: the current algorithm section moves over, keeping only the
-    fields the new config has (e.g. MAGRPO's ``num_generations`` means nothing to MADPO)."""
+def _switch_algorithm(
+    run: dict, algo: str, written: dict | None = None, source: str | None = None
+) -> dict:
+    """Point ``run`` at ``algo``: the current algorithm section moves over, keeping the fields
+    the new config has. A default field the new config lacks (MAGRPO's ``num_generations``
+    means nothing to MADPO) is dropped; one the user's run file ``written`` (read from
+    ``source``) sets is an error that names it, since the run would silently ignore it."""
     current = str(run.get("algorithm", "magrpo")).lower()
     if algo != current:
         trainer_cls = load_algorithm(algo)
         fields = {f.name for f in dataclasses.fields(trainer_cls.default_config_cls)}
         section = dict(run.pop(current, None) or {})
+        user_section = (written or {}).get(current)
+        dropped = sorted(set(user_section or {}) - fields)
+        if dropped:
+            raise UserError(
+                f"--algo {algo}: the {current} section of {source} sets {', '.join(dropped)}, "
+                f"which {algo} has no field for; remove {'it' if len(dropped) == 1 else 'them'} "
+                f"from the run file (or write a {algo}: section for --algo {algo})."
+            )
         run[algo] = {k: v for k, v in section.items() if k in fields}
     run["algorithm"] = algo
     return run
@@ -279,7 +290,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     from comlrl.core.commands import eval as evaluation
 
-    run_dir, agents = evaluation.resolve_sources(args.paths, args.agents)
+    paths = [*getattr(args, "stray_paths", []), *args.paths]
+    run_dir, agents = evaluation.resolve_sources(paths, args.agents)
     base = evaluation.saved_run(run_dir) if run_dir is not None else DEFAULT_RUN
     run = _compose_run(base, args)
     run = evaluation.eval_run_file(run, agents, args.split, args.limit)
@@ -352,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
             return _plot(args)
         if args.command == "list":
             return _list()
-    except USER_ERRORS as exc:
-        if args.debug:
+    except Exception as exc:
+        # A bug keeps its traceback; only what the user can fix is shortened (comlrl.core.errors).
+        if args.debug or not is_user_error(exc):
             raise
         print(f"comlrl: error: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
         return EXIT_USAGE

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from comlrl.core.logging.completions import tree_rows
+from comlrl.core.logging.console import print_completions_table
 from comlrl.core.rewards.report import agent_reward_metrics
 
 
@@ -39,6 +40,10 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         trainer.log_metrics(metrics, reduce=False)
         if getattr(a, "show_eval_sample", False):
             show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
+        rows = getattr(trainer, "console_completions", 0)
+        if rows > 0 and getattr(trainer, "verbose", True) and trainer.is_main_process:
+            episodes = getattr(trainer, "last_eval_episodes", None) or []
+            print_completions_table(episodes[:rows], trainer.env_step)
         return metrics
 
 
@@ -108,6 +113,9 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
                     completions[i][start + j].append(node.samples[i].texts[0])
     if roots_all:
         trainer.last_eval_sample = tree_rows(first_path(roots_all[0]))
+    # The first episodes, for the console table of comlrl train (a few rows at most).
+    shown = max(1, getattr(trainer, "console_completions", 0))
+    trainer.last_eval_episodes = [tree_rows(first_path(r)) for r in roots_all[:shown]]
     metrics: dict[str, float] = {}
     for t in range(turns):
         vals = [r[t] for r in rewards if r[t] is not None]

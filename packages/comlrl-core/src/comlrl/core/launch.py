@@ -12,6 +12,7 @@ from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, res
 from comlrl.core.config.run_file import MODEL_CONFIG_KEYS, SAMPLING_KEYS, check_run_file
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
+from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.registry import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
@@ -32,7 +33,14 @@ DEFAULT_RUN: dict[str, Any] = {
     },
     "external": {"mode": None},
     "seed": 0,
-    "output": {"base_dir": "runs", "run_name": None, "save_final_model": True, "verbose": True},
+    "output": {
+        "base_dir": "runs",
+        "run_name": None,
+        "save_final_model": True,
+        "verbose": True,
+        # eval items whose completions are printed as a table after each evaluation (0: off)
+        "console_completions": 3,
+    },
     "reward_processor": {"enabled": False, "scale_factor": 1.0, "shift": 0.0},
     "wandb": None,
     # Checkpoints of the whole training state (see docs/checkpointing.md). With `enabled`, they
@@ -163,6 +171,8 @@ def build_trainer(run: dict[str, Any], run_dir: str):
         if agents
         else [resolve_model_name(agent_name)] * num_agents
     )
+    # A missing optional package fails here, before a tokenizer or model loads.
+    require_sink_packages(getattr(config, "report_to", None))
     # The task's formatters apply each agent's chat template, so they need its tokenizer; the
     # trainer gets the same tokenizer objects.
     tokenizers = run_tokenizers(sources, model_config)
@@ -328,6 +338,8 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     task_name, _ = _task_section(run)
     output = run.get("output") or {}
     ckpt = checkpoint_settings(run)
+    console = output.get("console_completions", 3)
+    check_int("output.console_completions", console, 0)
     from comlrl.core.distributed import barrier, broadcast_object, init_context
 
     # Under torchrun/accelerate every rank must agree on the run directory (its default name
@@ -355,6 +367,7 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     try:
         trainer = build_trainer(run, run_dir)
         trainer.verbose = bool(output.get("verbose", True))
+        trainer.console_completions = console
         with on_checks_passed(commit):
             trainer.train(
                 resume_from_checkpoint=checkpoint,

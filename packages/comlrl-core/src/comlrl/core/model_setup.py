@@ -9,11 +9,10 @@ checkpointing; and the ``device_map`` loading option, which the trainer cannot h
 from __future__ import annotations
 
 import enum
-import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-PEFT_EXTRA = "pip install 'comlrl-core[peft]'"
+from comlrl.core.errors import require_packages
 
 
 def check_device_map(model_config: Mapping | None) -> None:
@@ -55,8 +54,7 @@ def check_peft_config(name: str, value: Any) -> dict | None:
     dict). Without the ``peft`` package any value but None is an error naming the extra."""
     if value is None:
         return None
-    if importlib.util.find_spec("peft") is None:
-        raise ValueError(f"{name} needs the peft package, which is not installed: {PEFT_EXTRA}.")
+    require_packages([("peft", name)])
     if hasattr(value, "peft_type") and callable(getattr(value, "to_dict", None)):
         value = value.to_dict()
     if not isinstance(value, Mapping):

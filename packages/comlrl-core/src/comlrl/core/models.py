@@ -7,6 +7,7 @@ its own optimizer.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from comlrl.core.errors import UserError
 from comlrl.core.model_setup import check_device_map
 
 # Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype).
@@ -260,8 +262,24 @@ def load_causal_lm(source: str, model_config: dict | None = None, field: str = "
     from comlrl.core.quiet import quiet_hub_progress
 
     check_model_source(source, field)
-    with quiet_hub_progress():
+    with quiet_hub_progress(), unresolved_model(source, field):
         return AutoModelForCausalLM.from_pretrained(str(source), **model_load_kwargs(model_config))
+
+
+@contextlib.contextmanager
+def unresolved_model(source: Any, field: str):
+    """Turn the ``OSError`` transformers raises for a name it cannot resolve (a mistyped hub
+    id, a private repository without a token, no network) into a :class:`UserError` that names
+    ``field`` and the fix."""
+    try:
+        yield
+    except OSError as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UserError(
+            f"{field}: cannot load {str(source)!r} ({reason}); check the spelling of the hub id "
+            "(e.g. 'Qwen/Qwen2.5-0.5B'), log in with `huggingface-cli login` for a private "
+            "one, or give a local directory that save_pretrained wrote."
+        ) from exc
 
 
 def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> list:
@@ -307,7 +325,8 @@ def resolve_tokenizers(tokenizer: Any, sources: Sequence[Any], model_config: dic
         for s in sources:
             key = str(s)
             if key not in cache:
-                cache[key] = AutoTokenizer.from_pretrained(key, trust_remote_code=trust)
+                with unresolved_model(key, "agent_model"):
+                    cache[key] = AutoTokenizer.from_pretrained(key, trust_remote_code=trust)
             toks.append(cache[key])
     elif isinstance(tokenizer, (list, tuple)):
         if len(tokenizer) != count:

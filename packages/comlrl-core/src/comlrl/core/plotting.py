@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from comlrl.core.errors import missing_package
 from comlrl.core.logging.jsonl import _complete_lines
 
 METRICS_FILE = "metrics.jsonl"
@@ -26,10 +27,6 @@ DEFAULT_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss per agent", ("agent_*/loss", "agent_*/*_loss", "dpo/loss")),
     ("KL", ("*kl*",)),
     ("timings (s)", ("timing/*",)),
-)
-_MISSING = (
-    "comlrl plot needs matplotlib, which is not installed; install it with "
-    "`pip install 'comlrl-core[plot]'`."
 )
 
 
@@ -107,7 +104,7 @@ def plot_runs(
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ImportError(_MISSING) from exc
+        raise missing_package("matplotlib") from exc
     if not runs:
         raise ValueError("RUN: name at least one run directory.")
     data = [read_series(r) for r in runs]

@@ -37,6 +37,9 @@ class Reporting(CompletionReporting):
     )
     # Whether every training record carries every timing key (0.0 when nothing was timed).
     timing_idle_throughput = False
+    # Eval items whose completions are printed as a console table after each evaluation (0:
+    # none; ``comlrl train`` sets it from ``output.console_completions``).
+    console_completions = 0
     logger: MetricLogger | None = None
     _last_train_log_step = -1
     _last_reward_mean: float | None = None
@@ -69,7 +72,8 @@ class Reporting(CompletionReporting):
                 self.run_dir,
                 wandb_config=self.wandb_config,
                 run_config=self.run_config(),
-                default_name=f"test-{self.algorithm_name.lower()}",
+                # The W&B run is named after its run directory unless wandb_config names it.
+                default_name=os.path.basename(os.path.normpath(self.run_dir)),
                 enabled=self.is_main_process,
                 report_to=self.args.report_to,
             )

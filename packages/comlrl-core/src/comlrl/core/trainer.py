@@ -16,6 +16,7 @@ from typing import Any
 
 from comlrl.core import evaluation, loop
 from comlrl.core.buffer import RolloutBuffer
+from comlrl.core.compat_notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
     DistributedContext,
     init_context,
@@ -24,7 +25,7 @@ from comlrl.core.distributed import (
 from comlrl.core.gradients import GradientSync
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
-from comlrl.core.logging.wandb_sink import require_wandb
+from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
 from comlrl.core.model_setup import prepare_agents
 from comlrl.core.models import place_agents
@@ -103,7 +104,8 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.model_config = dict(inputs.model_config or {})
         for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
             setattr(self, name, getattr(inputs, name))
-        require_wandb(inputs.wandb_config)
+        require_sink_packages(self.args.report_to)
+        note_wandb_needs_report_to(inputs.wandb_config, self.args.report_to)
         self.eval_logger, self.eval_aggregator = inputs.eval_logger, inputs.eval_aggregator
         self.dataset_type = inputs.dataset_type
         sections = (inputs.wandb_config or {}).get("config_sections") or {}

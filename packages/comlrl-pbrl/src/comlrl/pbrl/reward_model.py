@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from comlrl.core.backbone import backbone_of, hidden_size_of
-from comlrl.core.models import model_load_kwargs
+from comlrl.core.models import model_load_kwargs, unresolved_model
 from comlrl.core.quiet import quiet_hub_progress
 
 JOINT_HEADER = "Joint multi-agent response"
@@ -98,7 +98,7 @@ class JointRewardModel(torch.nn.Module):
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             from transformers import AutoModel
 
-            with quiet_hub_progress():
+            with quiet_hub_progress(), unresolved_model(source, "reward_model"):
                 backbone = AutoModel.from_pretrained(str(source), **model_load_kwargs(model_config))
         else:
             backbone = copy.deepcopy(backbone_of(source))

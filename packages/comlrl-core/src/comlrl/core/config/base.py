@@ -319,7 +319,8 @@ class CommonConfig:
         None,
         help="Metric sinks besides `metrics.jsonl` (always written): `wandb`, `tensorboard` "
         "(event files in `<run dir>/tensorboard`), or a sink registered under the entry-point "
-        "group `comlrl.sinks`; None: W&B when a `wandb_config` is given.",
+        "group `comlrl.sinks`; None: `metrics.jsonl` only (a `wandb_config` alone does not turn "
+        "W&B on).",
         check=Custom(lambda name, value: check_report_to(value, name), "a sink name or list"),
     )
     reference_kl_estimator: str | None = knob(

@@ -81,6 +81,7 @@ class OutputSection:
     run_name: str | None = None
     save_final_model: bool = True
     verbose: bool = True
+    console_completions: int = 3
 
 
 @dataclass

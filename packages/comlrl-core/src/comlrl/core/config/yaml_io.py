@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from comlrl.core.errors import UserError
+
 
 class _StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a key repeated in one mapping (YAML keeps the last one
@@ -75,32 +77,37 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"magrpo.num_turns=2"`` → ``(["magrpo", "num_turns"], 2)``; values are YAML."""
+def parse_override(text: str, flag: str = "--set") -> tuple[list[str], Any]:
+    """``"magrpo.num_turns=2"`` → ``(["magrpo", "num_turns"], 2)``; values are YAML. ``flag``
+    is the command-line flag that gave ``text`` (``--set`` or ``--override``), named in errors."""
     if "=" not in text:
-        raise ValueError(f"--set expects key=value (e.g. magrpo.num_turns=2), got {text!r}.")
+        raise UserError(f"{flag} expects key=value (e.g. magrpo.num_turns=2), got {text!r}.")
     key, raw = text.split("=", 1)
     path = [p for p in key.strip().split(".") if p]
     if not path:
-        raise ValueError(f"--set has an empty key in {text!r}.")
+        raise UserError(f"{flag} has an empty key in {text!r}.")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ValueError(f"--set {key}: cannot parse value {raw!r}: {exc}") from exc
+        raise UserError(f"{flag} {key}: cannot parse value {raw!r}: {exc}") from exc
     return path, value
 
 
-def apply_overrides(config: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Apply every ``key=value`` override to a copy of ``config``."""
+def apply_overrides(
+    config: dict[str, Any], overrides: Iterable[str | tuple[str, str]]
+) -> dict[str, Any]:
+    """Apply every ``key=value`` override to a copy of ``config``. An override is the text, or
+    a ``(flag, text)`` pair naming the flag that gave it (errors name that flag)."""
     out = copy.deepcopy(config)
-    for text in overrides:
-        path, value = parse_override(text)
+    for item in overrides:
+        flag, text = item if isinstance(item, tuple) else ("--set", item)
+        path, value = parse_override(text, flag)
         node = out
         for part in path[:-1]:
             if node.get(part) is None:
                 node[part] = {}
             if not isinstance(node[part], dict):
-                raise ValueError(f"--set {'.'.join(path)}: {part!r} is not a section.")
+                raise UserError(f"{flag} {'.'.join(path)}: {part!r} is not a section.")
             node = node[part]
         node[path[-1]] = value
     return out

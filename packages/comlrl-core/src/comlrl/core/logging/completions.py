@@ -175,9 +175,9 @@ class CompletionsLog:
         return str(old)
 
 
-def log_wandb_table(sink: Any, rows: Sequence[dict[str, Any]], step: int) -> None:
-    """Log ``rows`` as a ``wandb.Table`` under ``completions`` at ``step`` (``sink`` is the
-    logger's :class:`~comlrl.core.logging.wandb_sink.WandbSink`)."""
+def log_completions_table(sink: Any, rows: Sequence[dict[str, Any]], step: int) -> None:
+    """Log ``rows`` as a table under ``completions`` at ``step`` through ``sink.log_table(key,
+    columns, data, step)`` (W&B makes a ``wandb.Table`` of it, TensorBoard a text table)."""
     columns, data = table_columns(rows)
     sink.log_table("completions", columns, data, step)
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from comlrl.core.logging.completions import CompletionsLog, log_wandb_table
+from comlrl.core.logging.completions import CompletionsLog, log_completions_table
 from comlrl.core.logging.jsonl import JsonlSink
 from comlrl.core.logging.sink import BUILT_IN, Sink, sink_factories
 from comlrl.core.logging.wandb_sink import WandbSink, wandb_init_kwargs
 
 
 class MetricLogger:
-    """Fans metrics out to a JSONL file (always), W&B (when configured) and the other sinks
-    that ``report_to`` names (see :mod:`comlrl.core.logging.sink`).
+    """Fans metrics out to a JSONL file (always) and to the sinks that ``report_to`` names:
+    ``wandb`` (set up by ``wandb_config``, which alone turns nothing on), ``tensorboard``, or
+    a registered one (see :mod:`comlrl.core.logging.sink`).
 
     Steps must not go backwards: a record at a lower step than the last one is logged at the
     last step instead, so W&B never drops it. Only the main process logs (``enabled=False``
@@ -35,18 +36,17 @@ class MetricLogger:
         self.last_step = -1
         self.jsonl: JsonlSink | None = None
         self.wandb: WandbSink | None = None
-        self._wandb_config = wandb_config
+        wandb_on = "wandb" in (report_to or ())
+        self._wandb_config = dict(wandb_config or {}) if wandb_on else None
         self._run_config = dict(run_config or {})
         self._default_name = default_name
-        if report_to is not None and "wandb" in report_to and wandb_config is None:
-            self._wandb_config = {}
         self.sinks: list[Sink] = []
         if enabled and self.run_dir is not None:
             self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
             factories = sink_factories()
             for name in report_to or ():
                 if name not in BUILT_IN:
-                    options = dict(self._wandb_config or {})
+                    options = dict(wandb_config or {})
                     self.sinks.append(factories[name](self.run_dir, self._run_config, options))
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
@@ -85,7 +85,8 @@ class MetricLogger:
 
     def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
         """Append sampled completions that belong to the metrics record just written at
-        ``step`` (and log them as a W&B table when W&B is on)."""
+        ``step``, and log them as a table to W&B and to every sink with a ``log_table`` method
+        (TensorBoard writes it as text)."""
         if not self.enabled or not rows or self.completions is None or self.jsonl is None:
             return
         if not self._completions_checked:
@@ -94,7 +95,10 @@ class MetricLogger:
             self.completions.set_aside()
         self.completions.append(rows, self.last_step, self.records_written - 1)
         if self.wandb is not None:
-            log_wandb_table(self.wandb, rows, self.last_step)
+            log_completions_table(self.wandb, rows, self.last_step)
+        for sink in self.sinks:
+            if callable(getattr(sink, "log_table", None)):
+                log_completions_table(sink, rows, self.last_step)
 
     def reopen(self) -> None:
         """Open the JSONL log again after :meth:`close` (a second ``train()`` call appends)."""

@@ -12,6 +12,8 @@ import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from comlrl.core.errors import require_packages
+
 ENTRY_POINT_GROUP = "comlrl.sinks"
 
 
@@ -55,8 +57,23 @@ def sink_factories() -> dict[str, Callable[..., Sink]]:
     return found
 
 
+# The package each built-in optional sink needs.
+_SINK_PACKAGES = {"wandb": "wandb", "tensorboard": "tensorboard"}
+
+
+def require_sink_packages(report_to: list[str] | None) -> None:
+    """Fail with the install command when a sink ``report_to`` names needs a package that is
+    not installed; trainers call it while they are built, before any model loads."""
+    names = report_to or ()
+    require_packages(
+        (package, f"report_to: [{name}]")
+        for name, package in _SINK_PACKAGES.items()
+        if name in names
+    )
+
+
 def check_report_to(value: Any, field: str = "report_to") -> list[str] | None:
-    """``report_to`` as a list of sink names (None: jsonl, plus wandb when configured)."""
+    """``report_to`` as a list of sink names (None: only ``metrics.jsonl``)."""
     if value is None:
         return None
     names = [value] if isinstance(value, str) else value

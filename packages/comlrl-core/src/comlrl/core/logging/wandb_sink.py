@@ -1,29 +1,12 @@
-"""Weights & Biases sink. ``wandb`` is imported only when a ``wandb_config`` is given."""
+"""Weights & Biases sink. ``wandb`` is imported only when ``report_to`` names it."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
 from comlrl.core.config.redact import redact
-
-_MISSING_WANDB = (
-    "wandb_config was given but wandb is not installed. Install it with `pip install wandb` "
-    "(the `comlrl` package includes it; for the member packages alone use "
-    "`pip install 'comlrl-core[wandb]'`), or drop wandb_config."
-)
-
-
-def require_wandb(wandb_config: dict[str, Any] | None) -> None:
-    """Fail now, with an install hint, when ``wandb_config`` asks for W&B but it is missing.
-
-    Trainers call this while they are built, so a missing package is reported before any model
-    loads rather than when ``train()`` starts. It looks the package up without importing it.
-    """
-    if wandb_config is not None and importlib.util.find_spec("wandb") is None:
-        raise ImportError(_MISSING_WANDB)
-
+from comlrl.core.errors import missing_package
 
 _INIT_KEYS = ("project", "entity", "dir", "tags", "id", "resume", "mode", "group", "notes")
 
@@ -65,7 +48,7 @@ class WandbSink:
         try:
             import wandb
         except ImportError as exc:
-            raise ImportError(_MISSING_WANDB) from exc
+            raise missing_package("wandb") from exc
         self._wandb = wandb
         self.run = wandb.init(**init_kwargs)
         self.run_id = self.run.id

@@ -1,0 +1,1 @@
+"""Rollouts: prompt formatting and chat templates, decoding backends, and the rollout tree."""
