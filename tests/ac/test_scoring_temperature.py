@@ -45,3 +45,40 @@ def test_maac_scores_at_the_sampling_temperature(tmp_path, monkeypatch):
     seen = _temperatures(monkeypatch)
     trainer.train()
     assert seen and set(seen) == {T}
+
+
+def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
+    """GPT-2's default dropout (0.1) is off in the actor's update as at rollout: before the fix
+    the update scored another random sub-network each forward."""
+    import torch
+
+    import comlrl.ac.steps as steps
+    from comlrl.ac import IACConfig, IACTrainer
+    from comlrl.core.testing import tiny_pair
+
+    from .helpers import PROMPTS, config, length_reward
+
+    m0, tok = tiny_pair(arch="gpt2", seed=0)
+    m1, _ = tiny_pair(arch="gpt2", seed=1)
+    critics = [tiny_pair(arch="gpt2", seed=2)[0], tiny_pair(arch="gpt2", seed=3)[0]]
+    trainer = IACTrainer(
+        agents=[m0, m1],
+        critics=critics,
+        tokenizer=tok,
+        train_dataset=PROMPTS[:2],
+        reward_func=length_reward,
+        args=config(IACConfig, temperature=T, policy_loss="ppo", output_dir=str(tmp_path / "r")),
+    )
+    gaps: list[float] = []
+    original = steps.actor_loss
+
+    def spied(args, logps, weighted, batch):
+        if not gaps:  # the run's first actor step: still at the rollout policy
+            for r, s in enumerate(batch):
+                n = len(s.completion_ids)
+                gaps.append((logps.values[r, :n].detach() - torch.tensor(s.old_logps)).abs().max())
+        return original(args, logps, weighted, batch)
+
+    monkeypatch.setattr(steps, "actor_loss", spied)
+    trainer.train()
+    assert gaps and max(gaps).item() < 1e-4, max(gaps).item()
