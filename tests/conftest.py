@@ -10,7 +10,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(1)
+# One thread by default (the suite runs in parallel workers); COMLRL_TEST_TORCH_THREADS checks
+# that results hold under another split of the reductions.
+torch.set_num_threads(int(os.environ.get("COMLRL_TEST_TORCH_THREADS", "1")))
 
 
 @pytest.fixture(scope="session")

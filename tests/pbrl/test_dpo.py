@@ -276,9 +276,9 @@ def test_reference_logprobs_score_each_distinct_candidate_once(tmp_path, monkeyp
     def spy(*args, **kwargs):
         groups, kernel = original(*args, **kwargs)
 
-        def counted(model, prompts, comps, pad):
+        def counted(model, prompts, comps, pad, **kwargs):
             rows.append(len(comps))
-            return kernel(model, prompts, comps, pad)
+            return kernel(model, prompts, comps, pad, **kwargs)
 
         return groups, counted
 

@@ -297,6 +297,7 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
                     [flat[j].completion_ids for j in idx],
                     pad,
                     estimator=estimator_for(self.args, "reward"),
+                    temperature=self.args.temperature,
                 )
                 for j, kl in zip(idx, part):
                     kls[j] = float(kl)

@@ -47,6 +47,7 @@ def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSa
                 # wherever the forwards' shapes agree
                 dedupe=False,
                 layout="padded",
+                temperature=trainer.args.temperature,
             )
         finally:
             model.train(was)

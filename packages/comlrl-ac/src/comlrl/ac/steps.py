@@ -14,6 +14,7 @@ from comlrl.ac.ppo import actor_loss, advantage_divisors
 from comlrl.ac.samples import RolloutSample
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
+from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches, score_parts
 from comlrl.core.optim import apply_step, loss_is_usable
 
@@ -106,19 +107,24 @@ class OptimizationSteps:
             max_tokens=self.args.logprob_max_tokens,
             dedupe=False,  # keeps the forwards, and so the float sums, as they were
             layout="padded",
+            temperature=self.args.temperature,  # the rollout's sampler
         )
-        divisors = advantage_divisors(self, batch)
-        for idx, lp in parts:
-            w = torch.tensor(
-                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
-            )
-            loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
-            what = f"{self.algorithm_name} actor (agent {agent}) loss"
-            if not loss_is_usable(self, loss, what, [opt]):
-                return None
-            loss.backward()
-            total += loss.item()
-            log.add(metrics)
+        # The parts run their forwards as they are reached, so inside the scope: no dropout, as
+        # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
+        with dropout_off(model):
+            for idx, lp in parts:
+                w = torch.tensor(
+                    [advs[j] / divisors[j] for j in idx],
+                    dtype=torch.float32,
+                    device=lp.values.device,
+                )
+                loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
+                what = f"{self.algorithm_name} actor (agent {agent}) loss"
+                if not loss_is_usable(self, loss, what, [opt]):
+                    return None
+                loss.backward()
+                total += loss.item()
+                log.add(metrics)
         norm = apply_step(self, model.parameters(), opt, agent=agent)
         return total, norm, log.means()
 

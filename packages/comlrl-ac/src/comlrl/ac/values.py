@@ -179,17 +179,18 @@ def logprobs_and_values(
     completion_ids: Sequence[Sequence[int]],
     pad_id: int,
     value_at: str = "prompt_end",
+    temperature: float = 1.0,
 ) -> tuple[TokenLogprobs, torch.Tensor]:
     """Completion log-probs and a value per row from ONE forward of a causal LM with a head.
 
     ``value_at="prompt_end"`` reads V(h) at the last prompt token (by causality it equals a
     prompt-only forward); ``"sequence_end"`` reads Q(h, a) at the last completion token. Logits
-    are produced only for the completion columns.
+    are produced only for the completion columns and scored at ``temperature`` (the sampler's).
     """
     if value_at not in VALUE_AT:
         raise ValueError(f"value_at must be one of {list(VALUE_AT)}, got {value_at!r}.")
     lp, out, p_width = padded_forward(
-        model, prompt_ids, completion_ids, pad_id, output_hidden_states=True
+        model, prompt_ids, completion_ids, pad_id, temperature, output_hidden_states=True
     )
     device = next(model.parameters()).device
     hidden = out.hidden_states[-1]

@@ -74,17 +74,25 @@ def estimator_for(args: Any, where: str) -> str:
 
 @torch.no_grad()
 def sequence_kl(
-    policy, reference, prompt_ids, completion_ids, pad_id: int, estimator: str = "k1"
+    policy,
+    reference,
+    prompt_ids,
+    completion_ids,
+    pad_id: int,
+    estimator: str = "k1",
+    temperature: float = 1.0,
 ) -> list[float]:
     """Per-sequence KL estimate: ``estimator`` (see the module docs) summed over the completion
-    tokens, EOS included."""
+    tokens, EOS included, between the policy and the reference both tempered at ``temperature``
+    (the sampler's, so the KL is to the distribution the samples came from)."""
     check_estimator(estimator, "estimator")
     was_training = policy.training
     policy.eval()
     try:
         # One padded forward each (the callers size the rows to their budget).
-        pol = score(policy, prompt_ids, completion_ids, pad_id=pad_id, layout="padded")
-        ref = score(reference, prompt_ids, completion_ids, pad_id=pad_id, layout="padded")
+        t = {"pad_id": pad_id, "layout": "padded", "temperature": temperature}
+        pol = score(policy, prompt_ids, completion_ids, **t)
+        ref = score(reference, prompt_ids, completion_ids, **t)
     finally:
         policy.train(was_training)
     mask = ref.mask
@@ -94,10 +102,23 @@ def sequence_kl(
 
 @torch.no_grad()
 def reference_token_logps(
-    reference, prompt_ids, completion_ids, pad_id: int, max_tokens: int | None = None
+    reference,
+    prompt_ids,
+    completion_ids,
+    pad_id: int,
+    max_tokens: int | None = None,
+    temperature: float = 1.0,
 ) -> list[list[float]]:
-    """The reference's per-token log-probs of each completion (for a KL term in the loss)."""
-    ref = score(reference, prompt_ids, completion_ids, pad_id=pad_id, max_tokens=max_tokens)
+    """The reference's per-token log-probs of each completion at ``temperature`` (for a KL term
+    in the loss, against the policy scored at the same temperature)."""
+    ref = score(
+        reference,
+        prompt_ids,
+        completion_ids,
+        pad_id=pad_id,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )
     return [v[: len(c)] for v, c in zip(ref.values.tolist(), completion_ids)]
 
 

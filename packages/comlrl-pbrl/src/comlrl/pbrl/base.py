@@ -188,7 +188,9 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
 
         Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
         gets one reference log-prob), rows packed or grouped by length
-        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``)."""
+        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``). DPO scores at temperature 1
+        whatever the candidates were sampled at: its loss has no importance ratio over the
+        samples, and its optimum is stated for the model's own distribution."""
         model = self.agents[actor] if model is None else model
         return score(
             model,

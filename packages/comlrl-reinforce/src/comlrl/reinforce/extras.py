@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import score
 from comlrl.core.reference import estimator_for, reference_token_logps, sequence_kl
 from comlrl.core.rollout.tree import TreeNode
@@ -32,7 +33,13 @@ def attach_extras(trainer: Any, nodes: Sequence[TreeNode], per_agent: list[list[
             per_agent,
             "reference_kls",
             lambda i, p, c: sequence_kl(
-                trainer.agents[i], trainer.reference_models[i], p, c, pads[i], estimator=estimator
+                trainer.agents[i],
+                trainer.reference_models[i],
+                p,
+                c,
+                pads[i],
+                estimator=estimator,
+                temperature=a.temperature,
             ),
         )
         for i, samples in enumerate(per_agent):
@@ -44,13 +51,21 @@ def attach_extras(trainer: Any, nodes: Sequence[TreeNode], per_agent: list[list[
             per_agent,
             "reference_logps",
             lambda i, p, c: reference_token_logps(
-                trainer.reference_models[i], p, c, pads[i], a.logprob_max_tokens
+                trainer.reference_models[i], p, c, pads[i], a.logprob_max_tokens, a.temperature
             ),
         )
     if trainer.policy_loss.needs_old_logps:
 
         def old(i, p, c):
-            lp = score(trainer.agents[i], p, c, pad_id=pads[i], max_tokens=a.logprob_max_tokens)
+            with dropout_off(trainer.agents[i]):
+                lp = score(
+                    trainer.agents[i],
+                    p,
+                    c,
+                    pad_id=pads[i],
+                    max_tokens=a.logprob_max_tokens,
+                    temperature=a.temperature,
+                )
             return [v[: len(x)] for v, x in zip(lp.values.tolist(), c)]
 
         _per_completion(per_agent, "old_logps", old)

@@ -14,6 +14,7 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.buffer import Batch, Experience, Record
+from comlrl.core.dropout import dropout_off
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logging.completions import tree_rows
@@ -201,18 +202,21 @@ class MAGRPOTrainer(TrainerBase):
         for s in samples:
             by_turn.setdefault(s.turn_idx, []).append(s)
         # Each pass reshuffles; a ratio loss corrects passes after the first (num_iterations).
-        for _ in range(a.num_iterations):
-            for turn in sorted(by_turn):
-                group = by_turn[turn]
-                rng.shuffle(group)
-                for start in range(0, len(group), a.train_batch_size):
-                    batch = group[start : start + a.train_batch_size]
-                    loss, norm, metrics = self._step(agent, model, opt, batch)
-                    if loss is not None:
-                        losses.append(loss)
-                        norms.append(norm)
-                        for key, value in metrics.items():
-                            extra.setdefault(key, []).append(value)
+        # No dropout: the gradient is of the policy that sampled, and old log-probs were taken
+        # without it, so the first pass's ratio is exactly 1.
+        with dropout_off(model):
+            for _ in range(a.num_iterations):
+                for turn in sorted(by_turn):
+                    group = by_turn[turn]
+                    rng.shuffle(group)
+                    for start in range(0, len(group), a.train_batch_size):
+                        batch = group[start : start + a.train_batch_size]
+                        loss, norm, metrics = self._step(agent, model, opt, batch)
+                        if loss is not None:
+                            losses.append(loss)
+                            norms.append(norm)
+                            for key, value in metrics.items():
+                                extra.setdefault(key, []).append(value)
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),
             "grad_norm": float(np.mean(norms)) if norms else float("nan"),
@@ -287,7 +291,13 @@ class MAGRPOTrainer(TrainerBase):
         # A node's K completions share its prompt; the planner encodes it once per micro-batch
         # where that pays (planning.sharing_pays). Rows stay as they are (no dedupe).
         parts = score_parts(
-            model, prompts, comps, pad_id=pad, max_tokens=a.logprob_max_tokens, dedupe=False
+            model,
+            prompts,
+            comps,
+            pad_id=pad,
+            max_tokens=a.logprob_max_tokens,
+            dedupe=False,
+            temperature=a.temperature,  # the rollout's sampler, as the old and reference scores
         )
         for idx, lp in parts:
             device = lp.values.device

@@ -95,7 +95,12 @@ class CommonConfig:
         check=Devices(_actor_count, mp_requires=True),
     )
     max_new_tokens: int = knob(256, help="Most tokens a completion may have.", check=Integer(1))
-    temperature: float = knob(0.6, help="Sampling temperature.", check=POSITIVE)
+    temperature: float = knob(
+        0.6,
+        help="Sampling temperature; the RL families score their log-probs at it too "
+        "(log_softmax(logits / T); MADPO's DPO terms at 1).",
+        check=POSITIVE,
+    )
     top_p: float = knob(
         0.6,
         help="Nucleus sampling: keep the smallest token set with this much probability.",

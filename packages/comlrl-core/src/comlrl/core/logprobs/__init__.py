@@ -4,12 +4,13 @@
 a trainer makes: it dedupes rows, plans shared-prompt, packed or padded forwards
 (:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
 :mod:`~comlrl.core.logprobs.kernels`, returning :class:`TokenLogprobs` (values and mask per
-token). The kernels and planners are exported too, for code that drives forwards itself.
+token), at the sampler's ``temperature``. The kernels and planners are exported too, for code that drives forwards itself.
 """
 
 from comlrl.core.logprobs.engine import distinct_rows, score, score_parts
 from comlrl.core.logprobs.kernels import (
     TokenLogprobs,
+    check_temperature,
     completion_logprobs,
     pack,
     packed_logprobs,
@@ -34,6 +35,7 @@ __all__ = [
     "FORWARD_COST_TOKENS",
     "LAYOUTS",
     "TokenLogprobs",
+    "check_temperature",
     "completion_logprobs",
     "distinct_rows",
     "length_sorted_micro_batches",

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from comlrl.core.logprobs.kernels import TokenLogprobs, check_rows
+from comlrl.core.logprobs.kernels import TokenLogprobs, check_rows, check_temperature
 from comlrl.core.logprobs.planning import plan
 
 
@@ -45,12 +45,13 @@ def _check_budget(max_tokens) -> None:
 
 
 def _scored_groups(
-    model, prompts, comps, pad_id: int, max_tokens, layout: str
+    model, prompts, comps, pad_id: int, max_tokens, layout: str, temperature: float
 ) -> Iterator[tuple[list[int], TokenLogprobs]]:
     """(rows, their log-probs) per planned forward, each computed when it is asked for."""
     groups, kernel = plan(model, prompts, comps, max_tokens, pad_id, layout)
     for idx in groups:
-        yield idx, kernel(model, [prompts[u] for u in idx], [comps[u] for u in idx], pad_id)
+        rows_p, rows_c = [prompts[u] for u in idx], [comps[u] for u in idx]
+        yield idx, kernel(model, rows_p, rows_c, pad_id, temperature=temperature)
 
 
 def score_parts(
@@ -62,6 +63,7 @@ def score_parts(
     max_tokens: int | None = None,
     dedupe: bool = True,
     layout: str = "auto",
+    temperature: float = 1.0,
 ) -> Iterator[tuple[list[int], TokenLogprobs]]:
     """Per planned forward, the indices of the given rows it scores and their log-probs
     (``[len(rows), longest completion of the part]`` with a mask).
@@ -71,18 +73,21 @@ def score_parts(
     so ``loss.backward()`` per part keeps one part's graph alive at a time. Gradients flow unless
     the caller disables them. ``dedupe`` scores identical rows once (the rows that share a
     forward's value come out together in its part); ``layout`` is as for
-    :func:`~comlrl.core.logprobs.planning.plan`.
+    :func:`~comlrl.core.logprobs.planning.plan`; ``temperature`` is as for :func:`score`.
     """
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
+    temperature = check_temperature(temperature)
     if not dedupe:
-        yield from _scored_groups(model, prompt_ids, completion_ids, pad_id, max_tokens, layout)
+        yield from _scored_groups(
+            model, prompt_ids, completion_ids, pad_id, max_tokens, layout, temperature
+        )
         return
     prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
     members: list[list[int]] = [[] for _ in prompts]
     for j, u in enumerate(owner):
         members[u].append(j)
-    for idx, lp in _scored_groups(model, prompts, comps, pad_id, max_tokens, layout):
+    for idx, lp in _scored_groups(model, prompts, comps, pad_id, max_tokens, layout, temperature):
         if all(len(members[u]) == 1 for u in idx):
             yield [members[u][0] for u in idx], lp
             continue
@@ -100,6 +105,7 @@ def score(
     grad: bool = False,
     dedupe: bool = True,
     layout: str = "auto",
+    temperature: float = 1.0,
 ) -> TokenLogprobs:
     """Token log-probs of every completion given its prompt under ``model``, rows in the order
     given: ``values`` and ``mask`` are ``[rows, longest completion]`` (EOS scored, pads never),
@@ -111,9 +117,14 @@ def score(
     ``(prompt, completion)`` row is scored once. With ``grad`` the graphs of every forward are
     kept for one backward (use :func:`score_parts` to backpropagate forward by forward);
     without it the forwards run under ``no_grad``.
+
+    ``temperature`` is the sampler's: each token is scored as ``log_softmax(logits / T)``, the
+    tempered distribution before top-k/top-p truncation (see
+    :func:`~comlrl.core.logprobs.kernels.check_temperature`); it must be above 0.
     """
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
+    temperature = check_temperature(temperature)
     if dedupe:
         prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
     else:
@@ -122,7 +133,7 @@ def score(
         empty = torch.zeros((0, 1), device=next(model.parameters()).device)
         return TokenLogprobs(empty, empty.clone(), empty[:, 0].clone())
     with torch.enable_grad() if grad else torch.no_grad():
-        parts = list(_scored_groups(model, prompts, comps, pad_id, max_tokens, layout))
+        parts = list(_scored_groups(model, prompts, comps, pad_id, max_tokens, layout, temperature))
         width = max(lp.values.shape[1] for _, lp in parts)
         values = torch.cat([F.pad(lp.values, (0, width - lp.values.shape[1])) for _, lp in parts])
         mask = torch.cat([F.pad(lp.mask, (0, width - lp.mask.shape[1])) for _, lp in parts])

@@ -6,6 +6,10 @@ log-probs of each completion as :class:`TokenLogprobs` (``[rows, longest complet
 are. The log-softmax is selective: ``logit[token] - logsumexp(logits)`` in fp32, never a
 full-vocabulary log-prob tensor. Gradients flow unless the caller disables them.
 
+Every kernel takes ``temperature`` (default 1) and scores ``log_softmax(logits / temperature)``:
+the distribution a sampler at that temperature draws from before any top-k/top-p truncation
+(see :func:`check_temperature`).
+
 - Padded (:func:`completion_logprobs`): rows as ``[left-padded prompt | right-padded
   completion]``, so every completion starts at the same column; position ids come from the
   attention mask, and only the completion columns get logits (``logits_to_keep``).
@@ -19,6 +23,7 @@ full-vocabulary log-prob tensor. Gradients flow unless the caller disables them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -81,19 +86,49 @@ def pack(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[
     return ids, attn, positions, comp_mask, p_width, c_width
 
 
+def check_temperature(temperature) -> float:
+    """``temperature`` as a float if it is a finite number above 0; a ValueError otherwise.
+
+    Scores are taken from the tempered but untruncated distribution ``softmax(logits / T)``:
+    top-k/top-p only remove tokens the sampler did not draw, and renormalising over the kept set
+    would make a token's log-prob jump whenever the set changes between the rollout and the
+    update. Greedy decoding has no tempered distribution (T -> 0 is a point mass), so 0 is refused
+    rather than read as 1: a caller scoring greedy output says ``temperature=1`` explicitly.
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}.")
+    value = float(temperature)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"temperature must be a finite number above 0 (1 scores the raw logits), got "
+            f"{temperature!r}."
+        )
+    return value
+
+
 def _takes_logits_to_keep(model) -> bool:
     return forward_takes(type(model), "logits_to_keep")
 
 
-def selective_log_softmax(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``log softmax(logits)[targets]`` computed in fp32 without materialising all log-probs."""
+def selective_log_softmax(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """``log softmax(logits / temperature)[targets]`` computed in fp32 without materialising
+    all log-probs."""
+    temperature = check_temperature(temperature)
     logits = logits.float()
+    if temperature != 1.0:
+        # Divided after the cast, so half-precision logits are not rounded a second time.
+        logits = logits / temperature
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def padded_forward(model, prompt_ids, completion_ids, pad_id: int, **forward_kwargs):
-    """One padded forward of ``[prompt | completion]`` rows (see :func:`pack`).
+def padded_forward(
+    model, prompt_ids, completion_ids, pad_id: int, temperature: float = 1.0, **forward_kwargs
+):
+    """One padded forward of ``[prompt | completion]`` rows (see :func:`pack`), scored at
+    ``temperature``.
 
     Returns the completion log-probs, the model's output (for callers that read more of it,
     such as hidden states with ``output_hidden_states=True``) and the prompt width.
@@ -113,17 +148,20 @@ def padded_forward(model, prompt_ids, completion_ids, pad_id: int, **forward_kwa
         kwargs["logits_to_keep"] = c_width + 1
     out = model(**kwargs)
     logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
-    values = selective_log_softmax(logits, ids[:, p_width:].to(device))
+    values = selective_log_softmax(logits, ids[:, p_width:].to(device), temperature)
     return TokenLogprobs(values, comp_mask.to(device)), out, p_width
 
 
-def completion_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
-    """Token log-probs of each completion under ``model`` in one padded forward.
+def completion_logprobs(
+    model, prompt_ids, completion_ids, pad_id: int, temperature: float = 1.0
+) -> TokenLogprobs:
+    """Token log-probs of each completion under ``model`` at ``temperature`` in one padded
+    forward.
 
     Gradients flow when called outside ``no_grad``; wrap in ``torch.no_grad()`` for reference
     or old-policy scoring.
     """
-    return padded_forward(model, prompt_ids, completion_ids, pad_id)[0]
+    return padded_forward(model, prompt_ids, completion_ids, pad_id, temperature)[0]
 
 
 def prompt_sharing_ready(model) -> bool:
@@ -142,7 +180,9 @@ def prompt_sharing_ready(model) -> bool:
     return cache_argument(cls) is not None and forward_takes(cls, "position_ids")
 
 
-def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> TokenLogprobs:
+def shared_prompt_logprobs(
+    model, prompt_ids, completion_ids, pad_id: int, temperature: float = 1.0
+) -> TokenLogprobs:
     """:func:`completion_logprobs`, encoding each distinct prompt once.
 
     Rows that share a prompt (a prompt's K samples) share one prompt forward: the distinct
@@ -157,7 +197,7 @@ def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> To
     owner = [keys.setdefault(tuple(p), len(keys)) for p in prompt_ids]
     c_width = max((len(c) for c in completion_ids), default=0)
     if len(keys) == len(prompt_ids) or c_width == 0 or not prompt_sharing_ready(model):
-        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id, temperature)
     device = next(model.parameters()).device
     ids, mask = left_pad([list(k) for k in keys], pad_id)
     ids, mask = ids.to(device), mask.to(device)
@@ -166,7 +206,7 @@ def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> To
     prefix = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
     cache = returned_cache(prefix)
     if cache is None or not hasattr(cache, "batch_select_indices"):
-        return completion_logprobs(model, prompt_ids, completion_ids, pad_id)
+        return completion_logprobs(model, prompt_ids, completion_ids, pad_id, temperature)
     rows = torch.tensor(owner, device=device)
     cache.batch_select_indices(rows)
     b = len(completion_ids)
@@ -188,7 +228,7 @@ def shared_prompt_logprobs(model, prompt_ids, completion_ids, pad_id: int) -> To
     )
     # The prompt's last position predicts the first completion token.
     logits = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
-    return TokenLogprobs(selective_log_softmax(logits, comp), comp_mask)
+    return TokenLogprobs(selective_log_softmax(logits, comp, temperature), comp_mask)
 
 
 def bins_next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
@@ -235,11 +275,16 @@ def _packed_forward(
 
 
 def packed_logprobs(
-    model, prompt_ids, completion_ids, pad_id: int, width: int | None = None
+    model,
+    prompt_ids,
+    completion_ids,
+    pad_id: int,
+    width: int | None = None,
+    temperature: float = 1.0,
 ) -> TokenLogprobs:
     """Token log-probs of each completion, as :func:`completion_logprobs` returns them, from one
     forward of the ``prompt + completion`` sequences packed in order (next fit) into rows
-    ``width`` wide (default: the longest sequence).
+    ``width`` wide (default: the longest sequence), scored at ``temperature``.
 
     The caller checks :func:`packing_verified` (or plans with
     :func:`~comlrl.core.logprobs.planning.plan_forwards`) first. Prompts must not be empty.
@@ -263,7 +308,7 @@ def packed_logprobs(
     mask = torch.zeros(len(rows), c_width, dtype=torch.float32)
     if targets:
         picked = logits[torch.tensor(bins, device=device), torch.tensor(cols, device=device)]
-        lp = selective_log_softmax(picked, torch.tensor(targets, device=device))
+        lp = selective_log_softmax(picked, torch.tensor(targets, device=device), temperature)
         values = values.index_put((torch.tensor(slots, device=device),), lp)
         for i, c in enumerate(completion_ids):
             mask[i, : len(c)] = 1.0
