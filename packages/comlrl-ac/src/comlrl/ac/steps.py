@@ -109,6 +109,7 @@ class OptimizationSteps:
             layout="padded",
             temperature=self.args.temperature,  # the rollout's sampler
         )
+        divisors = advantage_divisors(self, batch)
         # The parts run their forwards as they are reached, so inside the scope: no dropout, as
         # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
         with dropout_off(model):
