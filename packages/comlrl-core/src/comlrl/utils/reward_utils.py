@@ -1,5 +1,6 @@
 """Compatible import path ``comlrl.utils.reward_utils``."""
 
+from comlrl.core.callable_types import RewardCallable
 from comlrl.core.rewards import (
     call_reward_function,
     normalize_reward_lengths,
@@ -8,6 +9,7 @@ from comlrl.core.rewards import (
 )
 
 __all__ = [
+    "RewardCallable",
     "call_reward_function",
     "normalize_reward_lengths",
     "resolve_reward_range",
