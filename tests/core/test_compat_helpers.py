@@ -105,3 +105,20 @@ def test_reference_kl_for_sequence_is_zero_for_a_copy_and_positive_otherwise():
     policy.train()
     reference_kl_for_sequence(policy, copy.deepcopy(other), ids, mask, 4, 5)
     assert policy.training
+
+
+def test_utils_call_reward_function_takes_prompts_first_as_in_143():
+    from comlrl.utils import call_reward_function
+
+    seen = []
+
+    def reward(a, b, prompts=None):
+        seen.append((a, b, prompts))
+        return (1, 2.5)
+
+    out = call_reward_function(reward, ["p0", "p1"], [["x", "y"], ["u", "v"]], num_agents=2)
+    assert out == [1.0, 2.5]
+    assert seen == [(["x", "y"], ["u", "v"], ["p0", "p1"])]
+    with pytest.raises(TypeError):
+        # Two positional arguments were our own order; the compat path wants prompts first.
+        call_reward_function(reward, [["x"], ["u"]], num_agents=2)

@@ -67,3 +67,30 @@ def reference_kl_enabled(args: Any) -> bool:
 def reference_kl_coef(args: Any) -> float:
     """The reference-KL coefficient of a trainer config (0.1, 1.4.3's default, when absent)."""
     return float(getattr(args, "reference_kl_coef", 0.1))
+
+
+def call_reward_function_compat(
+    reward_func: Any,
+    prompts: Sequence[str] | None,
+    agent_completions: Sequence[Sequence[str]],
+    *,
+    num_agents: int,
+    batch_items: Sequence[Any] | None = None,
+    signature: Any = None,
+) -> list[float]:
+    """1.4.3's argument order for :func:`comlrl.core.rewards.call_reward_function`.
+
+    ``signature`` (1.4.3's pre-computed ``inspect.Signature``) is accepted and not needed: the
+    layout is read from ``reward_func`` itself. Unlike 1.4.3, the reward function is called once;
+    a ``TypeError`` it raises is not retried with other argument layouts.
+    """
+    del signature
+    from comlrl.core.rewards import call_reward_function
+
+    return call_reward_function(
+        reward_func,
+        [list(c) for c in agent_completions],
+        num_agents=num_agents,
+        prompts=None if prompts is None else list(prompts),
+        batch_items=None if batch_items is None else list(batch_items),
+    )

@@ -7,6 +7,9 @@ from comlrl.core.compat_helpers import (
     reference_kl_coef,
     reference_kl_enabled,
 )
+from comlrl.core.compat_helpers import (
+    call_reward_function_compat as call_reward_function,
+)
 from comlrl.core.compat_reference import (
     clone_reference_models,
     load_reference_models_from_sources,
@@ -26,7 +29,6 @@ from comlrl.core.models import (
 )
 from comlrl.core.rewards import (
     RewardProcessors,
-    call_reward_function,
     normalize_reward_lengths,
     resolve_reward_range,
     set_reward_range,
