@@ -122,3 +122,25 @@ def test_utils_call_reward_function_takes_prompts_first_as_in_143():
     with pytest.raises(TypeError):
         # Two positional arguments were our own order; the compat path wants prompts first.
         call_reward_function(reward, [["x"], ["u"]], num_agents=2)
+
+
+def test_joint_sequence_log_prob_sums_the_completion_and_stops_at_padding():
+    from comlrl.trainers.preference.collaboration import joint_sequence_log_prob
+
+    model, tok = tiny_pair()
+    prompt = torch.tensor(tok.encode("the cat sat")[:4])
+    target = torch.tensor(tok.encode(" on the mat")[:3] + [tok.eos_token_id])
+    padded = torch.cat([target, torch.full((3,), tok.pad_token_id)])
+    model.eval()
+    logits = model(torch.cat([prompt, target[:-1]])[None]).logits[0, len(prompt) - 1 :]
+    expected = torch.log_softmax(logits.float(), -1).gather(1, target[:, None]).sum()
+    got = joint_sequence_log_prob(model, tok, prompt, padded)
+    # pad == EOS for this tokenizer, so the first pad is the EOS and is scored.
+    assert tok.pad_token_id == tok.eos_token_id
+    assert torch.allclose(got, expected, atol=1e-4)
+    got.backward()
+    assert any(p.grad is not None for p in model.parameters())
+    empty = joint_sequence_log_prob(model, tok, prompt, torch.tensor([], dtype=torch.long))
+    assert empty.item() == 0.0 and empty.requires_grad
+    with pytest.raises(ValueError, match="non-empty tokenized prompt"):
+        joint_sequence_log_prob(model, tok, prompt[:0], target)

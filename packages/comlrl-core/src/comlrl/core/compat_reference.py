@@ -1,4 +1,5 @@
-"""CoMLRL 1.4.3's public reference-KL helpers, for user code that called them directly.
+"""CoMLRL 1.4.3's public reference-KL and sequence-scoring helpers, for user code that called
+them directly.
 
 The trainers here build and score their reference models through :mod:`comlrl.core.reference`;
 these functions keep the 1.4.3 call shapes on top of the same pieces.
@@ -13,7 +14,11 @@ from typing import Any
 import torch
 
 from comlrl.core.compat_devices import DeviceScheduler
-from comlrl.core.compat_helpers import reference_kl_coef, reference_kl_enabled
+from comlrl.core.compat_helpers import (
+    apply_tokenizer_specials,
+    reference_kl_coef,
+    reference_kl_enabled,
+)
 from comlrl.core.distributed import unwrap_model
 from comlrl.core.models import freeze_model
 from comlrl.core.reference import token_kl
@@ -108,3 +113,43 @@ def reference_kl_for_sequence(
         for m, mode in zip(models, modes):
             m.train(mode)
     return kl.sum(dim=-1)
+
+
+def _until_padding(completion_ids: torch.Tensor, pad_id: Any, eos_id: Any) -> torch.Tensor:
+    # A completion ends at its first pad; when pad and EOS share an id that token is the EOS,
+    # which the completion keeps.
+    if pad_id is None:
+        return completion_ids
+    hits = (completion_ids == pad_id).nonzero()
+    if not hits.numel():
+        return completion_ids
+    end = int(hits[0].item()) + (1 if pad_id == eos_id else 0)
+    return completion_ids[:end]
+
+
+def joint_sequence_log_prob(
+    agent: Any, tokenizer: Any, prompt_ids: torch.Tensor, completion_ids: torch.Tensor
+) -> torch.Tensor:
+    """Summed log-probability of one (joint) completion after its prompt, with gradients.
+
+    ``prompt_ids`` and ``completion_ids`` are 1-D; the completion is cut at its first pad (kept
+    when pad is EOS). The model runs in its current train/eval mode. An empty completion gives
+    a zero that still accepts ``backward()``.
+    """
+    model = unwrap_model(agent)
+    device = next(model.parameters()).device
+    apply_tokenizer_specials(tokenizer, [model])
+    # Ids made under inference_mode cannot be saved for backward; copies made here can.
+    prompt = prompt_ids.to(device).clone()
+    completion = _until_padding(
+        completion_ids.to(device).clone(), tokenizer.pad_token_id, tokenizer.eos_token_id
+    )
+    if not completion.numel():
+        return torch.zeros((), device=device, requires_grad=True)
+    if not prompt.numel():
+        raise ValueError("prompt_ids is empty: scoring needs a non-empty tokenized prompt.")
+    inputs = torch.cat([prompt, completion[:-1]]).unsqueeze(0)
+    logits = model(
+        input_ids=inputs, attention_mask=torch.ones_like(inputs), use_cache=False
+    ).logits[0, prompt.numel() - 1 :]
+    return logits.float().log_softmax(-1).gather(1, completion[:, None]).sum()
