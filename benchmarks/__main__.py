@@ -5,6 +5,7 @@
     uv run --frozen python -m benchmarks list              # workloads and what can run here
     uv run --frozen python -m benchmarks table             # the table of the saved results
     uv run --frozen python -m benchmarks gpu               # the GPU check (benchmarks/gpu_check)
+    uv run --frozen python -m benchmarks refsuite          # 1.4.3's own tests against us
 
 Results go to ``benchmarks/results/<workload>-<size>-<device>.json`` and a markdown table is
 printed. See benchmarks/README.md for what each number means.
@@ -74,6 +75,10 @@ def main(argv=None) -> int:
         from benchmarks.gpu_check.run import main as gpu_main
 
         return gpu_main(argv[1:])
+    if argv[:1] == ["refsuite"]:
+        from benchmarks.refsuite import main as refsuite_main
+
+        return refsuite_main(argv[1:])
     args = _parser().parse_args(argv)
     from benchmarks.portable.measure import resolve_device
     from benchmarks.workloads import SIZES, WORKLOADS

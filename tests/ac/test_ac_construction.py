@@ -282,3 +282,25 @@ def test_mp_places_critics_on_their_devices(tmp_path):
     assert next(trainer.critic.parameters()).device.type == "cpu"
     trainer.train()
     assert trainer.env_step == 2
+
+
+def test_a_tokenizer_without_a_size_is_not_vocab_checked():
+    # 1.4.3 accepted any tokenizer-like object with pad/EOS ids; the critic's vocabulary check
+    # needs len(tokenizer), so it is skipped for such an object instead of raising TypeError.
+    from types import SimpleNamespace
+
+    (actor_a, tok), (critic_a, _) = fresh_pair(0), fresh_pair(1)
+    stub = SimpleNamespace(
+        pad_token=tok.pad_token,
+        eos_token=tok.eos_token,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    trainer = IACTrainer(
+        agents=[actor_a],
+        critics=[critic_a],
+        tokenizer=stub,
+        reward_func=lambda a: [0.0] * len(a),
+        args=config(IACConfig, num_agents=1),
+    )
+    assert len(trainer.critics) == 1

@@ -122,6 +122,12 @@ SCRIPT = textwrap.dedent("""
     assert comlrl.__version__ == importlib.metadata.version("comlrl-core"), comlrl.__version__
     import comlrl.reinforce, comlrl.trainers.reinforce
     from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
+    # 1.4.3's submodule paths ship with their family and core, not with the meta-package.
+    from comlrl.trainers.reinforce.magrpo import MAGRPOConfig as Same, NodeSample
+    from comlrl.trainers.reinforce.marloo import MARLOOTrainer
+    from comlrl.utils.checkpoint import read_checkpoint_metadata
+    from comlrl.schedulers import DeviceScheduler
+    assert Same is MAGRPOConfig
     assert importlib.util.find_spec("comlrl.ac") is None
     assert importlib.util.find_spec("comlrl.tasks") is None
     from comlrl.core.testing import tiny_pair

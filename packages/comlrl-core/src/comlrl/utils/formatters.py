@@ -1,5 +1,5 @@
 """Compatible import path ``comlrl.utils.formatters``."""
 
-from comlrl.core.rollout.formatters import build_formatters
+from comlrl.core.rollout.formatters import Formatter, build_formatters
 
-__all__ = ["build_formatters"]
+__all__ = ["Formatter", "build_formatters"]

@@ -1,0 +1,5 @@
+"""Compatible import path ``comlrl.trainers.reinforce.centralized_magrpo``."""
+
+from comlrl.reinforce import CentralizedMAGRPOConfig, CentralizedMAGRPOTrainer
+
+__all__ = ["CentralizedMAGRPOConfig", "CentralizedMAGRPOTrainer"]
