@@ -53,6 +53,9 @@ def _critic_hub_typo(monkeypatch):
 def _without(package):
     def setup(monkeypatch):
         monkeypatch.setitem(sys.modules, package, None)  # as if it were not installed
+        # Submodules an earlier test imported would still resolve; an absent package has none.
+        for name in [m for m in sys.modules if m.startswith(package + ".")]:
+            monkeypatch.delitem(sys.modules, name)
         _no_model_loads(monkeypatch)
 
     return setup
