@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from comlrl.core.errors import UserError
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.testing import tiny_pair
 from comlrl.pbrl import JointRewardModel, MARLHFConfig, MARLHFTrainer
@@ -173,7 +174,8 @@ def test_sources_and_devices_fail_in_init_before_any_generation(tmp_path, monkey
             reward_func=ratio_reward,
             args=_config(tmp_path, rl_algorithm="maac"),
         )
-    with pytest.raises(OSError):
+    # A source transformers cannot open is a user error naming the field (see comlrl.core.errors).
+    with pytest.raises(UserError, match="reward_model"):
         MARLHFTrainer(
             agents=agents,
             tokenizer=tok,
