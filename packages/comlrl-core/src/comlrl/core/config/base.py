@@ -37,7 +37,7 @@ from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.model_setup import check_peft_config
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
-from comlrl.core.rollout.backends import check_rollout_backend
+from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
 from comlrl.core.schedule import LR_SCHEDULERS, check_schedule
 
@@ -385,6 +385,7 @@ class CommonConfig:
     def _check_relations(self) -> None:
         """Rules that tie several fields together; subclasses extend it (calling super)."""
         check_schedule(self)
+        check_rollout_backend_options(self.rollout_backend, self.rollout_backend_options)
 
     def _uses_reference(self) -> bool:
         """Whether reference models are loaded (so ``reference_devices`` is checked)."""

@@ -36,6 +36,8 @@ class BackendEntry:
     factory: Callable[[Any], Any]
     requires: tuple[str, ...] = ()
     install: str | None = None
+    # check_options(options dict or None) raises a ValueError for bad rollout_backend_options
+    check_options: Callable[[Any], Any] | None = None
 
 
 def _hf(trainer) -> Any:
@@ -54,9 +56,25 @@ def _vllm(trainer) -> Any:
     return build_vllm_backend(trainer)
 
 
+def _vllm_options(options) -> Any:
+    from comlrl.core.rollout.vllm.options import vllm_options
+
+    return vllm_options(options)
+
+
+def _no_options(options) -> None:
+    if options:
+        raise ValueError(
+            f"rollout_backend_options {sorted(options)} given, but rollout_backend='hf' takes "
+            "none (its settings are generation_batch_size and decode_fast_path)."
+        )
+
+
 _BUILTIN: dict[str, BackendEntry] = {
-    "hf": BackendEntry(_hf),
-    "vllm": BackendEntry(_vllm, ("vllm",), "pip install 'comlrl-core[vllm]'"),
+    "hf": BackendEntry(_hf, check_options=_no_options),
+    "vllm": BackendEntry(
+        _vllm, ("vllm",), "pip install 'comlrl-core[vllm]'", check_options=_vllm_options
+    ),
 }
 _REGISTERED: dict[str, BackendEntry] = {}
 
@@ -67,11 +85,14 @@ def register_rollout_backend(
     *,
     requires: Sequence[str] = (),
     install: str | None = None,
+    check_options: Callable[[Any], Any] | None = None,
 ) -> None:
     """Make ``rollout_backend: name`` build its backend with ``factory(trainer)``.
 
     ``requires`` lists importable module names the backend needs and ``install`` the command
     that provides them; both go into the config-time error when one is missing.
+    ``check_options(rollout_backend_options)`` (optional) raises a ValueError for bad options
+    when the config is built.
     """
     key = str(name).strip().lower()
     if not key:
@@ -80,7 +101,7 @@ def register_rollout_backend(
         raise ValueError(f"a rollout backend named {key!r} is already registered.")
     if not callable(factory):
         raise ValueError(f"register_rollout_backend({key!r}): factory must be callable.")
-    _REGISTERED[key] = BackendEntry(factory, tuple(requires), install)
+    _REGISTERED[key] = BackendEntry(factory, tuple(requires), install, check_options)
 
 
 def unregister_rollout_backend(name: str) -> None:
@@ -140,6 +161,13 @@ def check_rollout_backend(name: Any, field: str = FIELD) -> str:
             f"install it with: {how}"
         )
     return key
+
+
+def check_rollout_backend_options(name: str, options: Any) -> None:
+    """Run backend ``name``'s own check of ``rollout_backend_options`` (if it has one)."""
+    entry = _entry(name)
+    if entry.check_options is not None:
+        entry.check_options(options)
 
 
 def build_rollout_backend(trainer, name: str | None = None) -> Any:
