@@ -144,7 +144,7 @@ class BackendConformance:
             model, [p for p, _, _ in rows], [c for _, c, _ in rows], pad_id=pad, temperature=0.7
         )
         diffs = []
-        for j, (_, c, lp) in enumerate(rows):
+        for j, (_, _c, lp) in enumerate(rows):
             ours = scored.values[j][scored.mask[j].bool()]
             diffs.append((ours.float() - torch.tensor(lp)).abs())
         assert float(torch.cat(diffs).mean()) <= harness.logprob_tolerance
