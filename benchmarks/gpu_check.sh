@@ -63,7 +63,8 @@ else
 fi
 
 REF=auto
-if [[ -x benchmarks/.venv-ref/bin/python ]]; then
+# A reference venv counts only with its marker (it is moved into place only when complete).
+if [[ -x benchmarks/.venv-ref/bin/python && -f benchmarks/.venv-ref/comlrl-benchmark.json ]]; then
     REF=benchmarks/.venv-ref/bin/python
 elif [[ -d "$WHEELS/ref" ]]; then
     # The check runs the reference without PYTHONPATH, so a wrapper sets the reference's own.
@@ -75,9 +76,10 @@ elif [[ -d "$WHEELS/ref" ]]; then
         echo "gpu_check.sh: the reference could not be installed offline (above)" >&2
     fi
 elif command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
-    # from uv's cache only: no network
-    UV_OFFLINE=1 "${PY[@]}" -c 'from benchmarks.refvenv import reference_python as r; r()' &&
-        REF=benchmarks/.venv-ref/bin/python
+    # from uv's cache only: no network; on failure one line, and the reference column is skipped
+    UV_OFFLINE=1 "${PY[@]}" -m benchmarks.refvenv >/dev/null 2>/tmp/comlrl-refvenv.log &&
+        REF=benchmarks/.venv-ref/bin/python ||
+        echo "gpu_check.sh: no reference venv ($(tail -n 1 /tmp/comlrl-refvenv.log)); its column is skipped" >&2
 fi
 
 guard=$(printf '%.0f' "$budget" 2>/dev/null) || guard=480

@@ -181,3 +181,21 @@ def test_run_file_rollout_section_sets_the_fields():
     clash = {"rollout": {"backend": "hf"}, "magrpo": {"rollout_backend": "vllm"}}
     with pytest.raises(ValueError, match="rollout.backend.*disagree"):
         algorithm_config(clash, MAGRPOConfig, "magrpo")
+
+
+def test_the_gpu_checks_vllm_phase_says_why_it_cannot_run(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(dict(device="cpu", dtype="bfloat16", size="tiny", agent_dirs=[])))
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_check.vllm_phase", str(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    records = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()]
+    assert [r["name"] for r in records] == ["vllm_conformance", "vllm_decode_speed"]
+    assert all(r["status"] == "not_applicable" and r["reason"] for r in records)
