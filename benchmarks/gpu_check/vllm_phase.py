@@ -46,6 +46,9 @@ def unavailable_reason(device: str) -> str | None:
 
 def run_conformance(spec: dict) -> None:
     """The conformance suite on the real engine, in a child pytest."""
+    if importlib.util.find_spec("pytest") is None:
+        emit_check(NAMES[0], "not_applicable", "pytest is not installed (pip install pytest)")
+        return
     env = dict(os.environ, COMLRL_VLLM_TEST_MODEL=spec["agent_dirs"][0])
     cmd = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-q", "-p", "no:cacheprovider"]
     cmd.append("tests/rollout/test_vllm_gpu_conformance.py")
