@@ -121,10 +121,24 @@ def test_weight_sync_interval_pushes_every_k_steps():
     assert pushes == [0, 0, 1, 1, 1, 2]
 
 
-def test_the_logprob_diagnostic_reaches_the_training_record(full_harness):
-    h = full_harness
+def test_the_logprob_diagnostic_is_measured_every_interval_rollouts():
+    tok = build_tokenizer()
+    models = [build_model(tok, seed=0), build_model(tok, seed=1)]
+    h = harness_for(models, tok, {"logprob_diagnostic_interval": 2})
     assert h.backend.drain_metrics() == {}
+    h.backend.generate_ids(0, [[5, 6, 7]], 4, sampling(temperature=0.8))
+    assert h.backend.drain_metrics() == {}  # the first of two rollouts: not measured
     h.backend.generate_ids(0, [[5, 6, 7]], 4, sampling(temperature=0.8))
     metrics = h.backend.drain_metrics()
     assert 0 <= metrics["rollout/logprob_abs_diff"] < 1e-4
     assert h.backend.drain_metrics() == {}
+
+
+def test_a_stale_engine_shows_in_the_logprob_diagnostic():
+    tok = build_tokenizer()
+    models = [build_model(tok, seed=0), build_model(tok, seed=1)]
+    # Pushes only every 100 steps: after an update the engine samples from old weights.
+    h = harness_for(models, tok, {"logprob_diagnostic_interval": 1, "weight_sync_interval": 100})
+    h.update(0)
+    h.backend.generate_ids(0, [[5, 6, 7]], 4, sampling(temperature=0.8))
+    assert h.backend.drain_metrics()["rollout/logprob_abs_diff"] > 0.01

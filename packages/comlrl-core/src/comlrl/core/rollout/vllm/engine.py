@@ -105,7 +105,21 @@ class VLLMEngine:
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """See :meth:`comlrl.core.rollout.vllm.backend.Engine.load_weights`."""
-        self._model().load_weights(weights)
+        model = self._model()
+        if model is not None:
+            model.load_weights(weights)
+            return
+        apply_model = getattr(self.llm, "apply_model", None)
+        if apply_model is None:
+            raise RuntimeError(
+                "rollout_backend='vllm': cannot reach the engine's model to load trained "
+                f"weights (tried {', '.join(_MODEL_PATHS)} and LLM.apply_model); this vLLM "
+                "version is not supported for full-weight agents (LoRA agents need no weight "
+                "loading)."
+            )
+        # Newer vLLM: run the model's own load_weights in each worker (in-process here).
+        items = list(weights)
+        apply_model(lambda m: m.load_weights(items))
 
     def drop_adapter(self, slot: AdapterSlot) -> None:
         """See :meth:`comlrl.core.rollout.vllm.backend.Engine.drop_adapter`."""
@@ -130,12 +144,7 @@ class VLLMEngine:
                     break
             if obj is not None:
                 return obj
-        raise RuntimeError(
-            "rollout_backend='vllm': cannot reach the engine's model to load trained weights "
-            f"(tried {', '.join(_MODEL_PATHS)}); this vLLM version is not supported for "
-            "full-weight agents (LoRA agents need no weight loading), or the engine runs in a "
-            "separate process (unset VLLM_ENABLE_V1_MULTIPROCESSING=1)."
-        )
+        return None
 
 
 def _engine_arg(name: str) -> bool:

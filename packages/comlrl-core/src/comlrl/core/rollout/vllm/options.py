@@ -34,8 +34,9 @@ class VLLMOptions:
     # Skip CUDA graphs (quicker start, slower decode).
     enforce_eager: bool = False
     # Every this many rollouts, score the sampled tokens with the trainer's model and log
-    # rollout/logprob_abs_diff, the mean |sampler - trainer| token log-prob (0: never).
-    logprob_diagnostic_interval: int = 1
+    # rollout/logprob_abs_diff, the mean |sampler - trainer| token log-prob (0: never); each
+    # measurement costs one no-grad forward over the rollout.
+    logprob_diagnostic_interval: int = 10
     # Further vllm.LLM keyword arguments, passed as given.
     engine_kwargs: dict = field(default_factory=dict)
 
