@@ -213,6 +213,21 @@ class Check:
         w = self.record["workloads"][name]
         w.update(report.summarize_workload(name, self.args.size, w["sides"], self.clock))
 
+    def _tagged_phase(self, phase: str, module: str, payload: dict, timeout: float) -> dict:
+        """Run ``python -m module`` on ``payload``; record its status under ``phases`` and
+        each tagged result it printed under ``record[phase]``. Returns the status."""
+        found, status = processes.run_tagged(
+            [sys.executable, "-m", module],
+            payload,
+            CHECK_PREFIX,
+            timeout,
+            processes.child_env(self.threads),
+        )
+        self.record["phases"][phase] = status
+        for c in found:
+            self.record[phase][c.pop("name")] = c
+        return status
+
     def run_checks(self, dirs: list[str], families: list[str], timeout: float) -> None:
         """The device path checks in one process; record each check it finished."""
         payload = dict(
@@ -227,13 +242,7 @@ class Check:
             threads=self.threads,
         )
         print(f"[gpu-check] path checks, at most {timeout:.0f} s", flush=True)
-        command = [sys.executable, "-m", "benchmarks.gpu_check.paths"]
-        found, status = processes.run_tagged(
-            command, payload, CHECK_PREFIX, timeout, processes.child_env(self.threads)
-        )
-        self.record["phases"]["checks"] = status
-        for c in found:
-            self.record["checks"][c.pop("name")] = c
+        status = self._tagged_phase("checks", "benchmarks.gpu_check.paths", payload, timeout)
         if status["exit"] != 0 or status["timed_out"]:
             why = "the time budget ran out" if status["timed_out"] else status["stderr_tail"]
             self.record["checks"]["(unfinished)"] = {"status": "not_run", "reason": why}
@@ -250,13 +259,7 @@ class Check:
             seed=self.args.seed,
         )
         print(f"[gpu-check] vLLM phase, at most {timeout:.0f} s", flush=True)
-        command = [sys.executable, "-m", "benchmarks.gpu_check.vllm_phase"]
-        found, status = processes.run_tagged(
-            command, payload, CHECK_PREFIX, timeout, processes.child_env(self.threads)
-        )
-        self.record["phases"]["vllm"] = status
-        for c in found:
-            self.record["vllm"][c.pop("name")] = c
+        status = self._tagged_phase("vllm", "benchmarks.gpu_check.vllm_phase", payload, timeout)
         for name in VLLM_NAMES:
             if name not in self.record["vllm"]:
                 why = "the time budget ran out" if status["timed_out"] else status["stderr_tail"]
