@@ -8,6 +8,7 @@ import importlib.util
 
 import pytest
 
+from comlrl.core.errors import MissingPackageError
 from comlrl.core.rollout import backends
 from comlrl.core.rollout.generation import SamplingParams
 from comlrl.core.rollout.vllm.adapters import AdapterBook
@@ -132,6 +133,24 @@ def test_without_vllm_the_config_fails_with_the_install_line():
     msg = str(err.value)
     assert "rollout_backend='vllm'" in msg and "pip install 'comlrl-core[vllm]'" in msg
     assert "\n" not in msg
+    assert isinstance(err.value, MissingPackageError)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_without_vllm_the_command_fails_in_one_line_before_any_model_loads(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "comlrl.core.cli", "train", "--set", "rollout.backend=vllm"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and "pip install 'comlrl-core[vllm]'" in lines[0], proc.stderr
 
 
 def test_unknown_backends_list_the_valid_ones():

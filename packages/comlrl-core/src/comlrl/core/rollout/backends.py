@@ -155,10 +155,14 @@ def check_rollout_backend(name: Any, field: str = FIELD) -> str:
     entry = _entry(key)
     missing = missing_modules(entry.requires)
     if missing:
+        from comlrl.core.errors import OPTIONAL_PACKAGES, MissingPackageError, missing_package
+
+        if key in _BUILTIN and missing[0] in OPTIONAL_PACKAGES:
+            raise missing_package(missing[0], f"{field}={key!r}")
         how = entry.install or f"pip install {' '.join(missing)}"
-        raise ValueError(
-            f"{field}={key!r} needs {', '.join(missing)}, which is not installed here; "
-            f"install it with: {how}"
+        raise MissingPackageError(
+            f"{field}={key!r} needs {', '.join(missing)}, which is not installed; "
+            f"install it with `{how}`."
         )
     return key
 
