@@ -142,3 +142,18 @@ def test_a_stale_engine_shows_in_the_logprob_diagnostic():
     h.update(0)
     h.backend.generate_ids(0, [[5, 6, 7]], 4, sampling(temperature=0.8))
     assert h.backend.drain_metrics()["rollout/logprob_abs_diff"] > 0.01
+
+
+def test_agents_sharing_one_model_share_its_engine_and_its_pushes():
+    tok = build_tokenizer()
+    shared = build_model(tok, seed=0)
+    h = harness_for([shared, shared], tok)
+    assert len(FakeEngine.instances) == 1
+    engine = FakeEngine.instances[0]
+    before = h.backend.generate_ids(1, [[5, 6, 7]], 4, sampling(), [3])
+    h.update(0)  # agent 0's step changes agent 1's weights too
+    after = h.backend.generate_ids(1, [[5, 6, 7]], 4, sampling(), [3])
+    assert [c[0] for c in engine.log].count("load_weights") == 1
+    assert after[0].completion_ids != before[0].completion_ids
+    h.backend.generate_ids(0, [[5, 6, 7]], 4, sampling(), [3])
+    assert [c[0] for c in engine.log].count("load_weights") == 1  # already pushed

@@ -203,7 +203,10 @@ class VLLMBackend(TokenBackend):
         """Count ``agent``'s step; its engine gets the new weights before its next rollout
         once ``weight_sync_interval`` steps have accumulated."""
         self.models[agent] = model
-        self.sync.stepped(agent)
+        # Agents that are this same model object changed too (one engine serves them).
+        for other in self._plan[agent].agents:
+            if other == agent or self.models[other] is model:
+                self.sync.stepped(other)
 
     def drain_metrics(self) -> dict[str, float]:
         """``rollout/logprob_abs_diff`` since the previous call (empty when nothing was
