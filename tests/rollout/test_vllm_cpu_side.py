@@ -113,6 +113,14 @@ def test_engine_kwargs_share_the_gpu_and_serve_one_lora_per_agent():
     assert kw["skip_tokenizer_init"] is True and kw["seed"] == 3
     full = llm_kwargs("m", max_loras=0, max_lora_rank=None, options=opts, seed=0)
     assert "enable_lora" not in full
+    # vLLM serves only some ranks: r=4 adapters need max_lora_rank 8.
+    assert llm_kwargs("m", max_loras=1, max_lora_rank=4, options=opts, seed=0)["max_lora_rank"] == 8
+    assert (
+        llm_kwargs("m", max_loras=1, max_lora_rank=300, options=opts, seed=0)["max_lora_rank"]
+        == 320
+    )
+    with pytest.raises(ValueError, match="LoRA rank 1024"):
+        llm_kwargs("m", max_loras=1, max_lora_rank=1024, options=opts, seed=0)
 
 
 def test_core_imports_no_vllm():

@@ -38,6 +38,21 @@ def _import_vllm():
     return vllm
 
 
+# The ranks vLLM's LoRAConfig accepts for max_lora_rank (vllm.config.lora.MaxLoRARanks).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def engine_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM accepts as ``max_lora_rank`` that serves adapters of ``rank``."""
+    for allowed in LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(
+        f"LoRA rank {rank} is above the largest max_lora_rank vLLM serves ({LORA_RANKS[-1]}); "
+        "use a smaller peft_config r or rollout_backend='hf'."
+    )
+
+
 def llm_kwargs(
     source: str, *, max_loras: int, max_lora_rank: int | None, options: VLLMOptions, seed: int
 ) -> dict[str, Any]:
@@ -54,7 +69,11 @@ def llm_kwargs(
     if options.max_model_len is not None:
         kwargs["max_model_len"] = options.max_model_len
     if max_loras:
-        kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=max_lora_rank or 8)
+        kwargs.update(
+            enable_lora=True,
+            max_loras=max_loras,
+            max_lora_rank=engine_lora_rank(max_lora_rank or 8),
+        )
     kwargs.update(options.engine_kwargs)
     return kwargs
 
