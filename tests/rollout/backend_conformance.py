@@ -72,7 +72,8 @@ def perturb(model, seed: int = 0, scale: float = 0.5) -> None:
     with torch.no_grad():
         for p in model.parameters():
             if p.requires_grad:
-                p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale)
+                noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * scale
+                p.add_(noise.to(device=p.device, dtype=p.dtype))
 
 
 class BackendConformance:
@@ -145,8 +146,8 @@ class BackendConformance:
         )
         diffs = []
         for j, (_, _c, lp) in enumerate(rows):
-            ours = scored.values[j][scored.mask[j].bool()]
-            diffs.append((ours.float() - torch.tensor(lp)).abs())
+            ours = scored.values[j][scored.mask[j].bool()].float().cpu()
+            diffs.append((ours - torch.tensor(lp)).abs())
         assert float(torch.cat(diffs).mean()) <= harness.logprob_tolerance
 
     def test_a_weight_update_shows_in_the_next_rollout(self, harness):
