@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -153,12 +154,19 @@ class VLLMBackend(TokenBackend):
             for _ in range(options.weight_sync_interval):
                 self.sync.stepped(a)
         self._asleep: set[int] = set()
+        self._lock = threading.Lock()
         self._calls = 0
         self._diff_sum, self._diff_tokens = 0.0, 0
 
     # ------------------------------------------------------------------ the seam
     def generate_ids(self, agent, prompt_ids, n, params, seeds=None) -> list[SampledIds]:
-        """See :meth:`comlrl.core.rollout.backend.RolloutBackend.generate_ids`."""
+        """See :meth:`comlrl.core.rollout.backend.RolloutBackend.generate_ids`. Calls take
+        turns (``parallel_training='mp'`` runs agents in threads; an engine is not
+        thread-safe, and agents of one base share theirs)."""
+        with self._lock:
+            return self._generate_ids(agent, prompt_ids, n, params, seeds)
+
+    def _generate_ids(self, agent, prompt_ids, n, params, seeds) -> list[SampledIds]:
         prompt_ids = [list(map(int, p)) for p in prompt_ids]
         check_seeds(seeds, prompt_ids)
         if not prompt_ids:
@@ -187,12 +195,8 @@ class VLLMBackend(TokenBackend):
                 f"{len(requests)} prompts × n={n}."
             )
         limit = requests[0].sampling["max_tokens"]
-        records = [
-            SampledIds(
-                p, *_cut_rows(o, eos, limit)
-            )  # cut after the first EOS, as the HF backend does
-            for p, o in zip(prompt_ids, outs)
-        ]
+        # Each row cut after its first EOS, as the HF backend does.
+        records = [SampledIds(p, *_cut_rows(o, eos, limit)) for p, o in zip(prompt_ids, outs)]
         self._calls += 1
         every = self.options.logprob_diagnostic_interval
         if every and params.do_sample and self._calls % every == 0:
@@ -202,11 +206,12 @@ class VLLMBackend(TokenBackend):
     def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:
         """Count ``agent``'s step; its engine gets the new weights before its next rollout
         once ``weight_sync_interval`` steps have accumulated."""
-        self.models[agent] = model
-        # Agents that are this same model object changed too (one engine serves them).
-        for other in self._plan[agent].agents:
-            if other == agent or self.models[other] is model:
-                self.sync.stepped(other)
+        with self._lock:
+            self.models[agent] = model
+            # Agents that are this same model object changed too (one engine serves them).
+            for other in self._plan[agent].agents:
+                if other == agent or self.models[other] is model:
+                    self.sync.stepped(other)
 
     def drain_metrics(self) -> dict[str, float]:
         """``rollout/logprob_abs_diff`` since the previous call (empty when nothing was
