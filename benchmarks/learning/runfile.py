@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from benchmarks.learning.catalogue import RunSpec
+from benchmarks.learning.catalogue import DEFAULTS, RunSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples")
@@ -57,6 +57,18 @@ def example_section(spec: RunSpec) -> tuple[dict[str, Any], str]:
     return dict(spec.section), "catalogue"
 
 
+def defaults_section(algorithm: str) -> dict[str, Any]:
+    """The section ``comlrl train --algo <algorithm>`` runs with: the demo's MAGRPO section,
+    keeping only the fields ``algorithm``'s config has (every other field is its default)."""
+    import dataclasses
+
+    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.registry import load_algorithm
+
+    names = {f.name for f in dataclasses.fields(load_algorithm(algorithm).default_config_cls)}
+    return {k: v for k, v in DEFAULT_RUN["magrpo"].items() if k in names}
+
+
 def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
     """The run dict of ``spec`` on ``task`` with ``seed``, and where its settings came from."""
     from comlrl.core.launch import DEFAULT_RUN
@@ -68,7 +80,9 @@ def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
     run["seed"] = seed
     run["output"].update(verbose=False, save_final_model=False)
     run["checkpoint"]["enabled"] = False
-    if spec.algorithm in MAGRPO_STYLE:
+    if spec.kind == DEFAULTS:
+        section, source = defaults_section(spec.algorithm), "defaults"
+    elif spec.algorithm in MAGRPO_STYLE:
         section, source = {**DEFAULT_RUN["magrpo"], **spec.section}, "demo"
     else:
         section, source = example_section(spec)
