@@ -202,7 +202,6 @@ RUNS: tuple[RunSpec, ...] = (
 )
 
 
-
 def _defaults(algorithm: str, same_as: str | None = None) -> RunSpec:
     note = f"the same settings as the {same_as} row" if same_as else ""
     return RunSpec(algorithm + DEFAULTS_SUFFIX, algorithm, DEFAULTS, note=note, same_as=same_as)

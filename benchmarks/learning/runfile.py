@@ -81,7 +81,7 @@ def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
     run["output"].update(verbose=False, save_final_model=False)
     run["checkpoint"]["enabled"] = False
     if spec.kind == DEFAULTS:
-        section, source = defaults_section(spec.algorithm), "defaults"
+        section, source = {**defaults_section(spec.algorithm), **spec.section}, "defaults"
     elif spec.algorithm in MAGRPO_STYLE:
         section, source = {**DEFAULT_RUN["magrpo"], **spec.section}, "demo"
     else:

@@ -28,6 +28,17 @@ def jobs(specs: Sequence[RunSpec], seeds: Sequence[int], tasks: Sequence[str] | 
     return out
 
 
+def default_jobs(
+    specs: Sequence[RunSpec],
+    seeds: Sequence[int],
+    code_seeds: Sequence[int],
+    tasks: Sequence[str] | None,
+) -> list[Job]:
+    """``jobs`` with ``seeds`` on length ratio and ``code_seeds`` on the code task."""
+    out = [job for job in jobs(specs, seeds, tasks) if job[1] != "coding"]
+    return out + [job for job in jobs(specs, code_seeds, tasks) if job[1] == "coding"]
+
+
 def _commit() -> str:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
