@@ -26,6 +26,13 @@ if [[ "${1:-}" == "--prepare" ]]; then
     python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
         --platform manylinux2014_x86_64 -d "$WHEELS/ref" "$REFERENCE" || exit 1
+    # pytest for the vLLM phase's conformance suite (the phase runs where vLLM is installed).
+    python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d "$WHEELS/ours" pytest || exit 1
+    for name in $PROVIDED; do
+        rm -f "$WHEELS/ours/${name//-/_}"-[0-9]*.whl "$WHEELS/ours/$name"-[0-9]*.whl
+    done
     for name in $PROVIDED; do
         rm -f "$WHEELS/ref/${name//-/_}"-[0-9]*.whl "$WHEELS/ref/$name"-[0-9]*.whl
     done
@@ -48,7 +55,12 @@ install_offline() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$target" "$@"
 }
 
-if command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
+if command -v uv >/dev/null 2>&1 && [[ -x .venv/bin/python ]] &&
+    .venv/bin/python -c 'import importlib.util as u; raise SystemExit(u.find_spec("vllm") is None)' 2>/dev/null; then
+    # An env synced with the vllm extra (`uv sync --no-dev --extra vllm --group gpu-check`):
+    # run it as it is, since a plain `uv run` would sync the dev group back and drop vLLM.
+    PY=(uv run --frozen --offline --no-sync python)
+elif command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
     PY=(uv run --frozen --offline python)
 elif python3 -c 'import comlrl.reinforce, comlrl.ac, comlrl.pbrl' 2>/dev/null; then
     PY=(python3)
@@ -63,7 +75,8 @@ else
 fi
 
 REF=auto
-if [[ -x benchmarks/.venv-ref/bin/python ]]; then
+# A reference venv counts only with its marker (it is moved into place only when complete).
+if [[ -x benchmarks/.venv-ref/bin/python && -f benchmarks/.venv-ref/comlrl-benchmark.json ]]; then
     REF=benchmarks/.venv-ref/bin/python
 elif [[ -d "$WHEELS/ref" ]]; then
     # The check runs the reference without PYTHONPATH, so a wrapper sets the reference's own.
@@ -75,9 +88,10 @@ elif [[ -d "$WHEELS/ref" ]]; then
         echo "gpu_check.sh: the reference could not be installed offline (above)" >&2
     fi
 elif command -v uv >/dev/null 2>&1 && [[ -d .venv ]]; then
-    # from uv's cache only: no network
-    UV_OFFLINE=1 "${PY[@]}" -c 'from benchmarks.refvenv import reference_python as r; r()' &&
-        REF=benchmarks/.venv-ref/bin/python
+    # from uv's cache only: no network; on failure one line, and the reference column is skipped
+    UV_OFFLINE=1 "${PY[@]}" -m benchmarks.refvenv >/dev/null 2>/tmp/comlrl-refvenv.log &&
+        REF=benchmarks/.venv-ref/bin/python ||
+        echo "gpu_check.sh: no reference venv ($(tail -n 1 /tmp/comlrl-refvenv.log)); its column is skipped" >&2
 fi
 
 guard=$(printf '%.0f' "$budget" 2>/dev/null) || guard=480

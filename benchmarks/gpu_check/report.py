@@ -104,4 +104,7 @@ def verdict(record: dict) -> tuple[bool, list[str]]:
     for name, c in record["checks"].items():
         if c["status"] not in ("passed", "not_applicable"):
             bad.append(f"check {name} {c['status']}")
+    for name, c in record.get("vllm", {}).items():
+        if c["status"] not in ("passed", "not_applicable"):
+            bad.append(f"vllm {name} {c['status']}")
     return not bad, bad

@@ -4,8 +4,10 @@
     python -m benchmarks gpu --device cpu --size tiny         # the same code on a CPU, seconds
 
 Phases, each in its own process under the global deadline: build the two agents (random
-weights, saved once), our side over every workload, the device path checks, the bare-torch
-bound, and the reference (when its venv is there). The JSON is rewritten after every phase, so
+weights, saved once), our side over every workload, the device path checks, the vLLM phase
+(the rollout-backend conformance suite on the real engine and HF-vs-vLLM decode speed; "not
+applicable" with the reason without vLLM or CUDA), the bare-torch bound, and the reference
+(when its venv is there). The JSON is rewritten after every phase, so
 a run stopped by the budget (or a SIGTERM) leaves everything finished so far. See
 docs/performance.md, "GPU check".
 """
@@ -28,9 +30,9 @@ from benchmarks.gpu_check.shapes import NAMES, WORKLOADS
 from benchmarks.portable.measure import RESULT_PREFIX
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-PHASES = ("ours", "checks", "bare", "reference")
+PHASES = ("ours", "checks", "vllm", "bare", "reference")
 # Share of the budget each phase is guaranteed; time a phase leaves unused goes to later ones.
-GUARANTEE = {"ours": 0.15, "checks": 0.2, "bare": 0.15, "reference": 0.3}
+GUARANTEE = {"ours": 0.15, "checks": 0.2, "vllm": 0.15, "bare": 0.15, "reference": 0.3}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", nargs="+", default=list(NAMES), help="subset of the workloads")
     p.add_argument("--sides", nargs="+", default=["ours", "bare", "reference"])
     p.add_argument("--no-checks", action="store_true", help="skip the device path checks")
+    p.add_argument("--no-vllm", action="store_true", help="skip the vLLM phase")
     p.add_argument(
         "--reference-python",
         default="auto",
@@ -80,10 +83,10 @@ def find_reference(choice: str) -> dict:
     if choice == "none":
         return {"available": False, "python": None, "reason": "--reference-python none"}
     if choice == "auto":
-        from benchmarks.refvenv import VENV_DIR
+        from benchmarks.refvenv import VENV_DIR, is_complete
 
         python = VENV_DIR / "bin" / "python"
-        if not python.exists():
+        if not is_complete(VENV_DIR):
             return {
                 "available": False,
                 "python": None,
@@ -111,6 +114,12 @@ class Check:
         self.args = args
         self.started = time.perf_counter()
         self.deadline = self.started + args.budget
+        self.guarantee = dict(GUARANTEE)
+        from benchmarks.gpu_check.vllm_phase import unavailable_reason
+
+        if unavailable_reason(args.device) is not None:
+            # The phase only reports why it cannot run: it owes the later phases nothing.
+            self.guarantee["vllm"] = 0.01
         self.clock = "cpu" if args.device == "cpu" else "wall"
         self.threads = (
             args.threads if args.threads is not None else (1 if self.clock == "cpu" else None)
@@ -127,6 +136,7 @@ class Check:
             "reference": {},
             "workloads": {},
             "checks": {},
+            "vllm": {},
             "phases": {},
         }
 
@@ -137,9 +147,10 @@ class Check:
     def phase_timeout(self, phase: str, planned: list[str]) -> float:
         """This phase's time: what is left, less what the later planned phases are owed."""
         later = planned[planned.index(phase) + 1 :]
-        owed = sum(GUARANTEE[p] for p in later) * self.args.budget
+        owed = sum(self.guarantee[p] for p in later) * self.args.budget
         return max(
-            self.remaining() - owed, min(self.remaining(), GUARANTEE[phase] * self.args.budget)
+            self.remaining() - owed,
+            min(self.remaining(), self.guarantee[phase] * self.args.budget),
         )
 
     def write(self) -> None:
@@ -202,6 +213,21 @@ class Check:
         w = self.record["workloads"][name]
         w.update(report.summarize_workload(name, self.args.size, w["sides"], self.clock))
 
+    def _tagged_phase(self, phase: str, module: str, payload: dict, timeout: float) -> dict:
+        """Run ``python -m module`` on ``payload``; record its status under ``phases`` and
+        each tagged result it printed under ``record[phase]``. Returns the status."""
+        found, status = processes.run_tagged(
+            [sys.executable, "-m", module],
+            payload,
+            CHECK_PREFIX,
+            timeout,
+            processes.child_env(self.threads),
+        )
+        self.record["phases"][phase] = status
+        for c in found:
+            self.record[phase][c.pop("name")] = c
+        return status
+
     def run_checks(self, dirs: list[str], families: list[str], timeout: float) -> None:
         """The device path checks in one process; record each check it finished."""
         payload = dict(
@@ -216,16 +242,31 @@ class Check:
             threads=self.threads,
         )
         print(f"[gpu-check] path checks, at most {timeout:.0f} s", flush=True)
-        command = [sys.executable, "-m", "benchmarks.gpu_check.paths"]
-        found, status = processes.run_tagged(
-            command, payload, CHECK_PREFIX, timeout, processes.child_env(self.threads)
-        )
-        self.record["phases"]["checks"] = status
-        for c in found:
-            self.record["checks"][c.pop("name")] = c
+        status = self._tagged_phase("checks", "benchmarks.gpu_check.paths", payload, timeout)
         if status["exit"] != 0 or status["timed_out"]:
             why = "the time budget ran out" if status["timed_out"] else status["stderr_tail"]
             self.record["checks"]["(unfinished)"] = {"status": "not_run", "reason": why}
+
+    def run_vllm(self, dirs: list[str], timeout: float) -> None:
+        """The vLLM phase in one process (benchmarks/gpu_check/vllm_phase.py)."""
+        from benchmarks.gpu_check.vllm_phase import NAMES as VLLM_NAMES
+
+        payload = dict(
+            device=self.args.device,
+            dtype=self.args.dtype,
+            size=self.args.size,
+            agent_dirs=dirs,
+            seed=self.args.seed,
+        )
+        print(f"[gpu-check] vLLM phase, at most {timeout:.0f} s", flush=True)
+        status = self._tagged_phase("vllm", "benchmarks.gpu_check.vllm_phase", payload, timeout)
+        for name in VLLM_NAMES:
+            if name not in self.record["vllm"]:
+                why = "the time budget ran out" if status["timed_out"] else status["stderr_tail"]
+                self.record["vllm"][name] = {"status": "not_run", "reason": why}
+        for name, c in self.record["vllm"].items():
+            if c["status"] == "not_applicable":
+                print(f"[gpu-check] {name}: skipped ({c['reason']})", flush=True)
 
 
 def main(argv=None) -> int:
@@ -246,7 +287,8 @@ def main(argv=None) -> int:
     sides = [s for s in ("ours", "bare") if s in args.sides]
     if ref is not None and ref["available"]:
         sides.append("reference")
-    planned = [p for p in PHASES if p in sides or (p == "checks" and not args.no_checks)]
+    optional = {"checks": not args.no_checks, "vllm": not args.no_vllm}
+    planned = [p for p in PHASES if p in sides or optional.get(p, False)]
     for name in args.workloads:
         state = {} if name in families else {"status": "skipped", "reason": "family not installed"}
         run.record["workloads"][name] = {
@@ -279,6 +321,8 @@ def main(argv=None) -> int:
             timeout = run.phase_timeout(phase, planned)
             if phase == "checks":
                 run.run_checks(info["dirs"], families, timeout)
+            elif phase == "vllm":
+                run.run_vllm(info["dirs"], timeout)
             elif families:
                 run.run_side(phase, run.specs(info["dirs"], families), timeout)
             finished = finished and not run.record["phases"].get(phase, {}).get("timed_out")
@@ -311,4 +355,6 @@ def print_tables(record: dict, path: Path) -> None:
         print(problems, end="")
     print()
     print(report.checks_table(record))
+    if record.get("vllm"):
+        print(report.checks_table({"checks": record["vllm"]}))
     print(report.workload_table(record), end="")

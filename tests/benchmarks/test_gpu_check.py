@@ -100,6 +100,14 @@ def test_every_path_check_passed_or_says_why_not(cpu_run):
     assert checks["bfloat16_training:magrpo"]["detail"]["losses_logged"] > 0
 
 
+def test_the_vllm_phase_says_in_one_line_why_it_did_not_run(cpu_run):
+    proc, record = cpu_run
+    assert set(record["vllm"]) == {"vllm_conformance", "vllm_decode_speed"}
+    for name, c in record["vllm"].items():
+        assert c["status"] == "not_applicable" and c["reason"], name
+        assert f"[gpu-check] {name}: skipped (" in proc.stdout
+
+
 def test_the_table_is_printed_last(cpu_run):
     proc, _ = cpu_run
     lines = proc.stdout.strip().splitlines()

@@ -49,6 +49,7 @@ OPTIONAL_PACKAGES: dict[str, tuple[str, str]] = {
     "tensorboard": ("report_to: [tensorboard]", "tensorboard"),
     "matplotlib": ("comlrl plot", "plot"),
     "peft": ("peft_config", "peft"),
+    "vllm": ("rollout_backend='vllm'", "vllm"),
 }
 
 

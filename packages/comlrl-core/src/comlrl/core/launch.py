@@ -9,7 +9,12 @@ import time
 from typing import Any
 
 from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, resolve_checkpoint
-from comlrl.core.config.run_file import MODEL_CONFIG_KEYS, SAMPLING_KEYS, check_run_file
+from comlrl.core.config.run_file import (
+    MODEL_CONFIG_KEYS,
+    ROLLOUT_KEYS,
+    SAMPLING_KEYS,
+    check_run_file,
+)
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.logging.sink import require_sink_packages
@@ -121,6 +126,17 @@ def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
     for src, dst in _SAMPLING_KEYS.items():
         if isinstance(agent_section, dict) and agent_section.get(src) is not None:
             section.setdefault(dst, agent_section[src])
+    rollout = run.get("rollout") or {}
+    for src, dst in ROLLOUT_KEYS.items():
+        value = rollout.get(src)
+        if value is None:
+            continue
+        if section.get(dst) is not None and section[dst] != value:
+            raise ValueError(
+                f"run file: rollout.{src} ({value!r}) and {algo}.{dst} ({section[dst]!r}) "
+                "disagree; set one of them."
+            )
+        section[dst] = value
     names = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(section) - names)
     if unknown:

@@ -110,7 +110,13 @@ class Reporting(CompletionReporting):
     def log_record(self, metrics: dict[str, float], step: int | None = None) -> None:
         """Log a training record with the timings since the previous one (no cadence: for
         records of work that happens once, such as sampling a stage's preference data)."""
-        self.log_metrics({**metrics, **self.take_timings()}, step)
+        self.log_metrics({**metrics, **self.take_timings(), **self.backend_metrics()}, step)
+
+    def backend_metrics(self) -> dict[str, float]:
+        """The rollout backend's diagnostics since the previous record (e.g. vLLM's
+        ``rollout/logprob_abs_diff``); backends without ``drain_metrics`` have none."""
+        drain = getattr(getattr(self, "rollout_backend", None), "drain_metrics", None)
+        return drain() if drain is not None else {}
 
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
         """Log an update's ``metrics`` with the timings when the cadence says so."""

@@ -35,7 +35,7 @@ from comlrl.core.ranks import per_rank_config
 from comlrl.core.reporting import Reporting
 from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller
-from comlrl.core.rollout.backend import HFBackend
+from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.rollout.steps import RolloutSteps
 from comlrl.core.saving import main_process_only
@@ -140,12 +140,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         self.agents = prepare_agents(self.agents, self.args)
         self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)
         self._shared_agents = len({id(m) for m in self.agents}) < len(self.agents)
-        self.rollout_backend = HFBackend(
-            self.agents,
-            self.tokenizers,
-            self.args.generation_batch_size,
-            fast_path=self.args.decode_fast_path,
-        )
+        self.rollout_backend = build_rollout_backend(self)
         if self.dist.sharding == "fsdp":
             from comlrl.core.sharding import ShardedAgents
 

@@ -23,6 +23,7 @@ from comlrl.core.config.fields import (
     Devices,
     FallsBackTo,
     Integer,
+    Mapping,
     Number,
     Text,
     check_of,
@@ -36,6 +37,7 @@ from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.model_setup import check_peft_config
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
+from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
 from comlrl.core.schedule import LR_SCHEDULERS, check_schedule
 
@@ -204,6 +206,24 @@ class CommonConfig:
         "by name).",
         check=Choice(("auto", "direct", "compiled", "off")),
     )
+    rollout_backend: str = knob(
+        "hf",
+        help="What samples the rollouts (docs/rollout_backends.md): `hf` decodes with the "
+        "agents' own models; `vllm` runs a colocated vLLM engine (the `vllm` extra: `pip "
+        "install 'comlrl-core[vllm]'`); or a backend registered by name. Losses always score "
+        "with the trainer's own models, so the choice changes speed, not the math.",
+        check=Custom(
+            lambda name, value: check_rollout_backend(value, name),
+            "hf, vllm, or a registered backend name",
+        ),
+    )
+    rollout_backend_options: dict | None = knob(
+        None,
+        help="The rollout backend's own settings, a mapping (vLLM: `gpu_memory_utilization`, "
+        "`enable_sleep_mode`, `weight_sync_interval`, `max_lora_rank`, ...; see "
+        "docs/rollout_backends.md); None: the backend's defaults.",
+        check=Mapping(),
+    )
     logprob_max_tokens: int | None = knob(
         None,
         help="Most padded tokens per loss forward (micro-batching); None sets no cap.",
@@ -365,6 +385,7 @@ class CommonConfig:
     def _check_relations(self) -> None:
         """Rules that tie several fields together; subclasses extend it (calling super)."""
         check_schedule(self)
+        check_rollout_backend_options(self.rollout_backend, self.rollout_backend_options)
 
     def _uses_reference(self) -> bool:
         """Whether reference models are loaded (so ``reference_devices`` is checked)."""

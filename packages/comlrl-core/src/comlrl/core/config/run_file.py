@@ -85,6 +85,19 @@ class OutputSection:
 
 
 @dataclass
+class RolloutSection:
+    """``rollout:``: which backend samples the rollouts and its options (the algorithm
+    section's ``rollout_backend`` and ``rollout_backend_options``; docs/rollout_backends.md)."""
+
+    backend: str | None = None
+    options: dict | None = None
+
+
+# rollout: keys and the config fields they set
+ROLLOUT_KEYS = {"backend": "rollout_backend", "options": "rollout_backend_options"}
+
+
+@dataclass
 class RewardProcessorSection:
     """``reward_processor:``: ``reward * scale_factor + shift`` when enabled."""
 
@@ -136,6 +149,7 @@ class RunFile:
     external: ExternalSection | None = None
     seed: int | None = None
     output: OutputSection | None = None
+    rollout: RolloutSection | None = None
     reward_processor: RewardProcessorSection | None = None
     wandb: WandbSection | None = None
     checkpoint: CheckpointSection | None = None
@@ -148,6 +162,7 @@ SECTIONS: dict[str, type] = {
     "dataset": DatasetSection,
     "external": ExternalSection,
     "output": OutputSection,
+    "rollout": RolloutSection,
     "reward_processor": RewardProcessorSection,
     "wandb": WandbSection,
     "checkpoint": CheckpointSection,

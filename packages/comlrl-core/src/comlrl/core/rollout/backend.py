@@ -1,16 +1,25 @@
 """Where completions come from: the :class:`RolloutBackend` protocol and the default backend,
 which decodes with the agents' own Hugging Face models.
 
-Every generation call site (training rollouts, evaluation, the preference family's comparators)
-asks a backend for samples. A backend that keeps its own copy of the weights (a vLLM or SGLang
-server, say) hears about every optimizer step through :meth:`RolloutBackend.on_weights_updated`,
-which :func:`comlrl.core.optim.apply_step` calls.
+The seam is token ids in, token ids out: :meth:`RolloutBackend.generate_ids` takes each
+prompt's token ids and returns each completion's token ids, with the sampler's per-token
+log-probs where the backend has them (a diagnostic: every loss scores with the trainer's own
+engine, at the sampling temperature, so losses never depend on the backend). The text form,
+:meth:`RolloutBackend.generate`, which the rollout tree and evaluation call, is the same
+request with the agent's tokenizer on both ends; :class:`TokenBackend` supplies it for any
+backend that implements the ids form.
+
+A backend that keeps its own copy of the weights (vLLM, say) hears about every optimizer step
+through :meth:`RolloutBackend.on_weights_updated`, which :func:`comlrl.core.optim.apply_step`
+calls. Backends are chosen by the ``rollout_backend`` config field; see
+:mod:`comlrl.core.rollout.backends` for the registry and docs/rollout_backends.md.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -18,8 +27,9 @@ import torch
 from comlrl.core.rollout.generation import (
     PromptSamples,
     SamplingParams,
-    generate_samples,
+    sample_completion_ids,
     supports_compacting,
+    tokenize_prompts,
 )
 
 # ``model.generate`` draws from the process-wide generator; seeded requests that must go
@@ -27,9 +37,36 @@ from comlrl.core.rollout.generation import (
 _GLOBAL_RNG_LOCK = threading.Lock()
 
 
+@dataclass
+class SampledIds:
+    """The ``n`` completions of one prompt, as token ids.
+
+    ``completion_ids[j]`` ends with its EOS token when the row finished, and holds at most
+    ``max_new_tokens`` tokens. ``logprobs[j][t]`` (when the backend reports them) is the
+    sampler's log-probability of token ``completion_ids[j][t]``.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    logprobs: list[list[float]] | None = None
+
+
 @runtime_checkable
 class RolloutBackend(Protocol):
     """Samples completions for one agent at a time."""
+
+    def generate_ids(
+        self,
+        agent: int,
+        prompt_ids: Sequence[Sequence[int]],
+        n: int,
+        params: SamplingParams,
+        seeds: Sequence[int] | None = None,
+    ) -> list[SampledIds]:
+        """``n`` completions of each prompt (token ids) by ``agent``, one record per prompt in
+        order. With ``seeds`` (one per prompt), each prompt's samples depend on its seed only,
+        not on what else is in the batch."""
+        ...
 
     def generate(
         self,
@@ -39,8 +76,8 @@ class RolloutBackend(Protocol):
         params: SamplingParams,
         seeds: Sequence[int] | None = None,
     ) -> list[PromptSamples]:
-        """``n`` completions of each prompt by ``agent``. With ``seeds`` (one per prompt), each
-        prompt's samples depend on its seed only, not on what else is in the batch."""
+        """:meth:`generate_ids` for text prompts: tokenized and decoded with ``agent``'s
+        tokenizer."""
         ...
 
     def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:
@@ -48,15 +85,56 @@ class RolloutBackend(Protocol):
         ...
 
 
-class HFBackend:
-    """Decoding with the trainer's own models and tokenizers (the default backend).
+def check_seeds(seeds: Sequence[int] | None, prompts: Sequence) -> None:
+    """One seed per prompt, or none."""
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError(f"seeds has {len(seeds)} entries for {len(prompts)} prompts.")
+
+
+class TokenBackend:
+    """Base of backends that implement :meth:`RolloutBackend.generate_ids`: supplies the text
+    form with the agents' tokenizers (``self.tokenizers``), so text in and text out is the
+    same sampling as ids in and ids out. Records keep the exact ids the backend returned."""
+
+    tokenizers: Sequence
+
+    def generate_ids(self, agent, prompt_ids, n, params, seeds=None) -> list[SampledIds]:
+        """See :meth:`RolloutBackend.generate_ids`."""
+        raise NotImplementedError
+
+    def generate(self, agent, prompts, n, params, seeds=None) -> list[PromptSamples]:
+        """See :meth:`RolloutBackend.generate`."""
+        if not prompts:
+            return []
+        check_seeds(seeds, prompts)
+        tokenizer = self.tokenizers[agent]
+        ids = tokenize_prompts(tokenizer, prompts)
+        sampled = self.generate_ids(agent, ids, n, params, seeds)
+        return [
+            PromptSamples(
+                prompt,
+                list(s.prompt_ids),
+                s.completion_ids,
+                tokenizer.batch_decode(s.completion_ids, skip_special_tokens=True),
+                s.logprobs,
+            )
+            for prompt, s in zip(prompts, sampled)
+        ]
+
+    def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:
+        """Nothing to do by default (a backend decoding with the trained model itself)."""
+
+
+class HFBackend(TokenBackend):
+    """Decoding with the trainer's own models and tokenizers (the default backend, ``hf``).
 
     Unseeded requests decode every prompt × ``n`` together, in chunks of at most
     ``max_sequences_per_call`` sequences. Seeded requests decode prompt by prompt, each with a
     ``torch.Generator`` of its own, so concurrent agents never share random state; only a model
     that the compacting decoder cannot serve (beam search, extra logits processors) falls back
     to ``model.generate`` under a lock on the process-wide generator. ``fast_path`` is the
-    ``decode_fast_path`` setting (see :mod:`comlrl.core.rollout.static_decode`).
+    ``decode_fast_path`` setting (see :mod:`comlrl.core.rollout.static_decode`). It reports no
+    sampler log-probs: the trainer scores the same model itself.
     """
 
     def __init__(
@@ -71,48 +149,37 @@ class HFBackend:
         self.max_sequences_per_call = max_sequences_per_call
         self.fast_path = fast_path
 
-    def generate(self, agent, prompts, n, params, seeds=None) -> list[PromptSamples]:
-        """See :meth:`RolloutBackend.generate`."""
+    def generate_ids(self, agent, prompt_ids, n, params, seeds=None) -> list[SampledIds]:
+        """See :meth:`RolloutBackend.generate_ids`."""
         model, tokenizer = self.models[agent], self.tokenizers[agent]
+        prompt_ids = [list(p) for p in prompt_ids]
+        check_seeds(seeds, prompt_ids)
         if seeds is None:
-            return generate_samples(
+            rows = sample_completion_ids(
                 model,
                 tokenizer,
-                prompts,
+                prompt_ids,
                 n,
                 params,
                 max_sequences_per_call=self.max_sequences_per_call,
                 fast_path=self.fast_path,
             )
-        if len(seeds) != len(prompts):
-            raise ValueError(f"seeds has {len(seeds)} entries for {len(prompts)} prompts.")
+            return [SampledIds(p, r) for p, r in zip(prompt_ids, rows)]
         device = next(model.parameters()).device
         own_generator = params.do_sample and supports_compacting(model, params.generate_kwargs())
-        out: list[PromptSamples] = []
-        for prompt, seed in zip(prompts, seeds):
+        out: list[SampledIds] = []
+        for ids, seed in zip(prompt_ids, seeds):
             if own_generator:
                 gen = torch.Generator(device=device).manual_seed(seed)
-                out.extend(
-                    generate_samples(
-                        model,
-                        tokenizer,
-                        [prompt],
-                        n,
-                        params,
-                        generator=gen,
-                        fast_path=self.fast_path,
-                    )
+                rows = sample_completion_ids(
+                    model, tokenizer, [ids], n, params, generator=gen, fast_path=self.fast_path
                 )
-                continue
-            devices = [device] if device.type == "cuda" else []
-            with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
-                torch.manual_seed(seed)
-                out.extend(
-                    generate_samples(
-                        model, tokenizer, [prompt], n, params, fast_path=self.fast_path
+            else:
+                devices = [device] if device.type == "cuda" else []
+                with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
+                    torch.manual_seed(seed)
+                    rows = sample_completion_ids(
+                        model, tokenizer, [ids], n, params, fast_path=self.fast_path
                     )
-                )
+            out.append(SampledIds(ids, rows[0]))
         return out
-
-    def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:
-        """Nothing to do: this backend decodes with the trained model itself."""

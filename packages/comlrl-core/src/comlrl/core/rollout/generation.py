@@ -59,6 +59,9 @@ class PromptSamples:
     prompt_ids: list[int]
     completion_ids: list[list[int]]
     texts: list[str]
+    # Per completion token, the log-prob the backend's sampler gave it (None: the backend
+    # reports none, as the HF backend). A diagnostic only: losses use the trainer's own scores.
+    sampler_logprobs: list[list[float]] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -156,47 +159,45 @@ def sample_rows(
     return [trim_completion(r, eos_ids, pad_id) for r in new]
 
 
-def generate_samples(
+def sample_completion_ids(
     model,
     tokenizer,
-    prompts: Sequence[str],
+    prompt_ids: Sequence[Sequence[int]],
     num_samples: int,
     params: SamplingParams,
     *,
     max_sequences_per_call: int | None = None,
-    prompt_ids: Sequence[Sequence[int]] | None = None,
     generator: torch.Generator | None = None,
     fast_path: str = "auto",
-) -> list[PromptSamples]:
-    """Sample ``num_samples`` completions for every prompt.
+) -> list[list[list[int]]]:
+    """Token ids in, token ids out: ``num_samples`` completions (each trimmed after its first
+    EOS) for every prompt given as token ids, in prompt order.
 
-    All prompts × samples go into one ``generate`` call unless ``max_sequences_per_call`` caps
+    All prompts × samples go into one decoding call unless ``max_sequences_per_call`` caps
     the batch (a memory budget); then prompts are chunked, keeping each prompt's samples together.
     The model's training mode and ``requires_grad`` flags are restored afterwards.
     ``generator`` supplies the sampling draws of the compacting decoder (see
-    :func:`sample_rows`); ``fast_path`` is the ``decode_fast_path`` setting.
+    :func:`sample_rows`); ``fast_path`` is the ``decode_fast_path`` setting. ``tokenizer``
+    gives the pad and EOS ids only.
     """
-    if not prompts:
+    if not prompt_ids:
         return []
-    ids_per_prompt = (
-        list(prompt_ids) if prompt_ids is not None else tokenize_prompts(tokenizer, prompts)
-    )
     device = next(model.parameters()).device
     eos_ids = _eos_ids(tokenizer, model)
     pad_id = tokenizer.pad_token_id
     per_call = (
-        len(prompts)
+        len(prompt_ids)
         if not max_sequences_per_call
         else max(1, max_sequences_per_call // num_samples)
     )
     gen_kwargs = params.generate_kwargs()
     was_training = model.training
     model.eval()
-    results: list[PromptSamples] = []
+    results: list[list[list[int]]] = []
     try:
         with torch.inference_mode():
-            for start in range(0, len(prompts), per_call):
-                chunk = ids_per_prompt[start : start + per_call]
+            for start in range(0, len(prompt_ids), per_call):
+                chunk = prompt_ids[start : start + per_call]
                 ids, mask = left_pad(chunk, pad_id)
                 new = sample_rows(
                     model,
@@ -209,10 +210,46 @@ def generate_samples(
                     generator,
                     fast_path,
                 )
-                for j, p_ids in enumerate(chunk):
-                    rows = new[j * num_samples : (j + 1) * num_samples]
-                    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
-                    results.append(PromptSamples(prompts[start + j], list(p_ids), rows, texts))
+                for j in range(len(chunk)):
+                    results.append(new[j * num_samples : (j + 1) * num_samples])
     finally:
         model.train(was_training)
     return results
+
+
+def generate_samples(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    num_samples: int,
+    params: SamplingParams,
+    *,
+    max_sequences_per_call: int | None = None,
+    prompt_ids: Sequence[Sequence[int]] | None = None,
+    generator: torch.Generator | None = None,
+    fast_path: str = "auto",
+) -> list[PromptSamples]:
+    """Sample ``num_samples`` completions for every prompt (text in, records out): the
+    prompts are tokenized (unless ``prompt_ids`` are given), sampled by
+    :func:`sample_completion_ids` with the same arguments, and each completion decoded."""
+    if not prompts:
+        return []
+    ids_per_prompt = (
+        list(prompt_ids) if prompt_ids is not None else tokenize_prompts(tokenizer, prompts)
+    )
+    rows_per_prompt = sample_completion_ids(
+        model,
+        tokenizer,
+        ids_per_prompt,
+        num_samples,
+        params,
+        max_sequences_per_call=max_sequences_per_call,
+        generator=generator,
+        fast_path=fast_path,
+    )
+    return [
+        PromptSamples(
+            prompt, list(p_ids), rows, tokenizer.batch_decode(rows, skip_special_tokens=True)
+        )
+        for prompt, p_ids, rows in zip(prompts, ids_per_prompt, rows_per_prompt)
+    ]

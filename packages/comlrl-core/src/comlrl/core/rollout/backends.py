@@ -1,0 +1,180 @@
+"""The rollout-backend registry: the names the ``rollout_backend`` config field accepts.
+
+Built in: ``hf`` (the trainer's own models, :class:`~comlrl.core.rollout.backend.HFBackend`)
+and ``vllm`` (a colocated vLLM engine; needs the ``vllm`` extra, ``pip install
+'comlrl-core[vllm]'``). A third-party backend registers in-process with
+:func:`register_rollout_backend`, or from its own package through the entry-point group
+``comlrl.rollout_backends``, whose object is the factory::
+
+    [project.entry-points."comlrl.rollout_backends"]
+    mine = "my_pkg.backend:build"
+
+A factory takes the trainer (after its agents and tokenizers are loaded; it reads
+``trainer.agents``, ``trainer.tokenizers`` and ``trainer.args``, whose
+``rollout_backend_options`` holds the backend's own settings) and returns an object with the
+:class:`~comlrl.core.rollout.backend.RolloutBackend` methods. ``requires`` names the modules a
+backend needs: when one is missing, the config check fails before any model loads, with the
+install line. See docs/rollout_backends.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+ENTRY_POINT_GROUP = "comlrl.rollout_backends"
+FIELD = "rollout_backend"
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """A registered backend: its factory, the modules it imports, and how to install them."""
+
+    factory: Callable[[Any], Any]
+    requires: tuple[str, ...] = ()
+    install: str | None = None
+    # check_options(options dict or None) raises a ValueError for bad rollout_backend_options
+    check_options: Callable[[Any], Any] | None = None
+
+
+def _hf(trainer) -> Any:
+    from comlrl.core.rollout.backend import HFBackend
+
+    a = trainer.args
+    return HFBackend(
+        trainer.agents, trainer.tokenizers, a.generation_batch_size, fast_path=a.decode_fast_path
+    )
+
+
+def _vllm(trainer) -> Any:
+    # Imported only when chosen: core never imports vllm otherwise.
+    from comlrl.core.rollout.vllm.backend import build_vllm_backend
+
+    return build_vllm_backend(trainer)
+
+
+def _vllm_options(options) -> Any:
+    from comlrl.core.rollout.vllm.options import vllm_options
+
+    return vllm_options(options)
+
+
+def _no_options(options) -> None:
+    if options:
+        raise ValueError(
+            f"rollout_backend_options {sorted(options)} given, but rollout_backend='hf' takes "
+            "none (its settings are generation_batch_size and decode_fast_path)."
+        )
+
+
+_BUILTIN: dict[str, BackendEntry] = {
+    "hf": BackendEntry(_hf, check_options=_no_options),
+    "vllm": BackendEntry(
+        _vllm, ("vllm",), "pip install 'comlrl-core[vllm]'", check_options=_vllm_options
+    ),
+}
+_REGISTERED: dict[str, BackendEntry] = {}
+
+
+def register_rollout_backend(
+    name: str,
+    factory: Callable[[Any], Any],
+    *,
+    requires: Sequence[str] = (),
+    install: str | None = None,
+    check_options: Callable[[Any], Any] | None = None,
+) -> None:
+    """Make ``rollout_backend: name`` build its backend with ``factory(trainer)``.
+
+    ``requires`` lists importable module names the backend needs and ``install`` the command
+    that provides them; both go into the config-time error when one is missing.
+    ``check_options(rollout_backend_options)`` (optional) raises a ValueError for bad options
+    when the config is built.
+    """
+    key = str(name).strip().lower()
+    if not key:
+        raise ValueError("register_rollout_backend: name must be a non-empty string.")
+    if key in _BUILTIN or key in _REGISTERED or key in _entry_points():
+        raise ValueError(f"a rollout backend named {key!r} is already registered.")
+    if not callable(factory):
+        raise ValueError(f"register_rollout_backend({key!r}): factory must be callable.")
+    _REGISTERED[key] = BackendEntry(factory, tuple(requires), install, check_options)
+
+
+def unregister_rollout_backend(name: str) -> None:
+    """Remove a backend registered with :func:`register_rollout_backend` (tests, notebooks)."""
+    _REGISTERED.pop(str(name).strip().lower(), None)
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_rollout_backends() -> tuple[str, ...]:
+    """Every backend name ``rollout_backend`` accepts here: built-in, registered, installed."""
+    names = [*_BUILTIN, *_REGISTERED]
+    names += [n for n in sorted(_entry_points()) if n not in names]
+    return tuple(names)
+
+
+def _entry(name: str) -> BackendEntry:
+    key = str(name).strip().lower()
+    if key in _BUILTIN:
+        return _BUILTIN[key]
+    if key in _REGISTERED:
+        return _REGISTERED[key]
+    eps = _entry_points()
+    if key in eps:
+        loaded = eps[key].load()
+        return loaded if isinstance(loaded, BackendEntry) else BackendEntry(loaded)
+    raise ValueError(
+        f"{FIELD}={name!r} is not a known rollout backend; valid: "
+        f"{', '.join(available_rollout_backends())} (register more with "
+        "comlrl.core.rollout.backends.register_rollout_backend or the entry-point group "
+        f"{ENTRY_POINT_GROUP!r})."
+    )
+
+
+def missing_modules(requires: Sequence[str]) -> list[str]:
+    """The modules of ``requires`` that cannot be imported here (found without importing)."""
+    return [m for m in requires if importlib.util.find_spec(m) is None]
+
+
+def check_rollout_backend(name: Any, field: str = FIELD) -> str:
+    """The normalized backend name, or a one-line ValueError naming ``field``: an unknown name
+    (with the valid ones), or a backend whose packages are not installed (with the install
+    command). Imports nothing the backend needs, so it is cheap enough for config time."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(
+            f"{field} must be a backend name; valid: {', '.join(available_rollout_backends())}."
+        )
+    key = name.strip().lower()
+    entry = _entry(key)
+    missing = missing_modules(entry.requires)
+    if missing:
+        from comlrl.core.errors import OPTIONAL_PACKAGES, MissingPackageError, missing_package
+
+        if key in _BUILTIN and missing[0] in OPTIONAL_PACKAGES:
+            raise missing_package(missing[0], f"{field}={key!r}")
+        how = entry.install or f"pip install {' '.join(missing)}"
+        raise MissingPackageError(
+            f"{field}={key!r} needs {', '.join(missing)}, which is not installed; "
+            f"install it with `{how}`."
+        )
+    return key
+
+
+def check_rollout_backend_options(name: str, options: Any) -> None:
+    """Run backend ``name``'s own check of ``rollout_backend_options`` (if it has one)."""
+    entry = _entry(name)
+    if entry.check_options is not None:
+        entry.check_options(options)
+
+
+def build_rollout_backend(trainer, name: str | None = None) -> Any:
+    """The backend ``name`` (default: ``trainer.args.rollout_backend``) built for ``trainer``."""
+    key = check_rollout_backend(name if name is not None else trainer.args.rollout_backend)
+    return _entry(key).factory(trainer)
