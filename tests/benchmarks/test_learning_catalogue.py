@@ -77,3 +77,6 @@ def test_defaults_rows_keep_only_the_demo_fields_the_algorithm_has():
     assert madpo["num_train_epochs"] == DEFAULT_RUN["magrpo"]["num_train_epochs"]
     run, source = run_file(catalogue.BY_NAME["madpo_defaults"], "length_ratio", 0)
     assert source == "defaults" and run["madpo"] == madpo and "magrpo" not in run
+    # an iterative trainer keeps its own epochs per iteration (the demo's 6 are a total)
+    assert "num_train_epochs" not in defaults_section("madpo_iter")
+    assert defaults_section("madpo_iter")["agent_learning_rate"] == madpo["agent_learning_rate"]
