@@ -76,12 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.list:
+        from benchmarks.learning.runfile import defaults_section
+
         for spec in catalogue.RUNS:
             tasks = ",".join(spec.tasks())
             source = f" (examples/{spec.example} when it is the demo)" if spec.example else ""
+            section = spec.section
+            if spec.kind == catalogue.DEFAULTS:
+                section = defaults_section(spec.algorithm)
+                source = f" (the {spec.same_as} row)" if spec.same_as else " (the rest: defaults)"
             print(
-                f"{spec.name} [{spec.kind}; {spec.algorithm}; {tasks}]{source}: "
-                f"{json.dumps(spec.section)}"
+                f"{spec.name} [{spec.kind}; {spec.algorithm}; {tasks}]{source}: {json.dumps(section)}"
             )
         return 0
     if args.command == "table":
