@@ -94,7 +94,9 @@ def _recording_samples(trainer) -> list:
 
 
 def _run(case, tmp_path, **overrides) -> dict:
-    trainer = CASES[case](tmp_path, **overrides)
+    # Recorded in the dataset's order, before `shuffle_dataset` existed (test_epoch_order.py
+    # covers the shuffled order).
+    trainer = CASES[case](tmp_path, **{"shuffle_dataset": False, **overrides})
     before = _snapshot(trainer.agents)
     samples = _recording_samples(trainer)
     trainer.train()

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from comlrl.core.distributed import barrier, shard_range
+from comlrl.core.epoch_order import epoch_items
 from comlrl.core.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)
@@ -85,8 +86,8 @@ def item_units(trainer: Any) -> list[ItemBatch]:
 
 
 def materialize(trainer: Any, unit: ItemBatch) -> ItemBatch:
-    """``unit`` with this rank's share of its items."""
-    data = trainer.get_train_dataloader()
+    """``unit`` with this rank's share of its items, in the epoch's order (``shuffle_dataset``)."""
+    data = epoch_items(trainer.get_train_dataloader(), trainer.args, trainer.epoch)
     begin, end = shard_range(unit.start, unit.count, trainer.dist)
     return ItemBatch(unit.start, unit.count, [data[i] for i in range(begin, end)], begin)
 

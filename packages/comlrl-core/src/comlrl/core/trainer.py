@@ -230,7 +230,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
 
     # ----------------------------------------------------------------- data
     def get_train_dataloader(self):
-        """The training items in order (the reference never shuffles)."""
+        """The training dataset as given; each epoch visits it in the order of ``shuffle_dataset``."""
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")
         return self.train_dataset

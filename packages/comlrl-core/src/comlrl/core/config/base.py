@@ -178,6 +178,13 @@ class CommonConfig:
         help="Seeds Python, NumPy and torch when training starts; None leaves them alone.",
         check=Integer(0, optional=True),
     )
+    shuffle_dataset: bool = knob(
+        True,
+        help="Visit the training items in a fresh seeded order every epoch (from `seed`, or 0 "
+        "when `seed` is None), as TRL's samplers do; a resumed run sees the same order. False "
+        "keeps the dataset's own order every epoch, as 1.4.3 did.",
+        check=Boolean(),
+    )
     output_dir: str | None = knob(
         None,
         help="Run directory for `metrics.jsonl` and run files; None picks "
