@@ -1,5 +1,8 @@
 """Learning check: the default length-ratio demo run, on a fixed seed, with its final reward.
 
+A before/after tool for one machine (per-seed numbers differ between CPUs); the learning
+table's re-run check against its published spread is ``python -m benchmarks.learning check``.
+
 The optimizations must not change what MAGRPO learns. This runs ``comlrl train``'s default run
 (MAGRPO, two tiny agents, length ratio; see ``comlrl.core.launch.DEFAULT_RUN``) with seed 0 and
 prints the mean training reward over the first and last quarter of the logged steps and the

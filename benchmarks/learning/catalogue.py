@@ -62,6 +62,11 @@ RLHF_ITER_FALLBACK = {**RLHF_FALLBACK, "num_iterations": 3, "num_train_epochs": 
 CENTRALIZED_FALLBACK = {**SAMPLING, **LOGGING, "num_train_epochs": 6, "max_new_tokens": 48}
 
 ALGORITHM, MENU, UNTRAINED = "algorithm", "menu", "untrained"
+# A family's algorithm with its config defaults: the section `comlrl train --algo <name>` gets
+# (the demo's MAGRPO section moved over, keeping the fields the algorithm has: the demo's budget,
+# sampling, learning rate and logging), nothing tuned.
+DEFAULTS = "defaults"
+DEFAULTS_SUFFIX = "_defaults"
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,9 @@ class RunSpec:
     ``section`` holds the algorithm section's fields; with ``example`` set, the section of
     ``examples/<example>`` is read at run time instead when that file is the length-ratio demo
     (``section`` is then the fallback). ``extra_rewards`` adds reward functions (by name, see
-    ``runfile.EXTRA_REWARDS``) next to the task's.
+    ``runfile.EXTRA_REWARDS``) next to the task's. ``same_as`` names the catalogued run whose
+    settings a defaults row already equals: it is not trained again, the table shows that run's
+    numbers on its row.
     """
 
     name: str
@@ -81,10 +88,11 @@ class RunSpec:
     example: str | None = None
     extra_rewards: tuple[str, ...] = ()
     note: str = ""
+    same_as: str | None = None
 
     def tasks(self) -> tuple[str, ...]:
-        """The tasks this run trains on: menu rows measure an option on length ratio only."""
-        return ("length_ratio",) if self.kind == MENU else TASK_NAMES
+        """The tasks this run trains on: menu and defaults rows measure on length ratio only."""
+        return ("length_ratio",) if self.kind in (MENU, DEFAULTS) else TASK_NAMES
 
 
 TASK_NAMES = ("length_ratio", "coding")
@@ -193,14 +201,44 @@ RUNS: tuple[RunSpec, ...] = (
     ),
 )
 
+
+def _defaults(algorithm: str, same_as: str | None = None) -> RunSpec:
+    note = f"the same settings as the {same_as} row" if same_as else ""
+    return RunSpec(algorithm + DEFAULTS_SUFFIX, algorithm, DEFAULTS, note=note, same_as=same_as)
+
+
+# Every family's algorithm with its defaults. The REINFORCE rows above already run the demo's
+# section with nothing on top, which is what `--algo` gives them, so they are not run twice.
+DEFAULT_ROWS: tuple[RunSpec, ...] = (
+    _defaults("magrpo", same_as="magrpo"),
+    _defaults("mareinforce", same_as="mareinforce"),
+    _defaults("marloo", same_as="marloo"),
+    _defaults("maremax", same_as="maremax_greedy"),
+    _defaults("centralized_magrpo"),
+    _defaults("iac"),
+    _defaults("maac"),
+    _defaults("madpo"),
+    _defaults("madpo_iter"),
+    _defaults("marlhf"),
+    _defaults("marlhf_iter"),
+)
+RUNS = RUNS + DEFAULT_ROWS
+
 BY_NAME = {spec.name: spec for spec in RUNS}
+
+# `python -m benchmarks.learning check`: a few rows that cover every family, two seeds each.
+CHECK_RUNS = ("magrpo", "marloo", "iac", "maac", "madpo_iter", "marlhf_iter")
+CHECK_SEEDS = (0, 1)
 
 
 def select(names: list[str] | None) -> list[RunSpec]:
-    """The catalogued runs named in ``names`` (all when None), in catalogue order."""
+    """The catalogued runs named in ``names`` (all when None), in catalogue order; a defaults
+    row that equals another row (``same_as``) is never run itself."""
     if not names:
-        return list(RUNS)
+        return [spec for spec in RUNS if spec.same_as is None]
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         raise ValueError(f"--runs: unknown run name(s) {unknown}; valid: {sorted(BY_NAME)}.")
-    return [spec for spec in RUNS if spec.name in set(names)]
+    # a defaults row that equals another row runs as that row
+    wanted = {BY_NAME[n].same_as or n for n in names}
+    return [spec for spec in RUNS if spec.name in wanted and spec.same_as is None]

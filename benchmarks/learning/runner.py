@@ -28,6 +28,32 @@ def jobs(specs: Sequence[RunSpec], seeds: Sequence[int], tasks: Sequence[str] | 
     return out
 
 
+def default_jobs(
+    specs: Sequence[RunSpec],
+    seeds: Sequence[int],
+    code_seeds: Sequence[int],
+    tasks: Sequence[str] | None,
+) -> list[Job]:
+    """``jobs`` with ``seeds`` on length ratio and ``code_seeds`` on the code task, the slowest
+    runs first (so that no worker is left with a long run at the end while the other idles)."""
+    out = [job for job in jobs(specs, seeds, tasks) if job[1] != "coding"]
+    out += [job for job in jobs(specs, code_seeds, tasks) if job[1] == "coding"]
+    return sorted(out, key=lambda job: -SLOW.get((job[0], job[1]), 0))
+
+
+# Runs that take several times a MAGRPO demo run (seconds measured on the table's machine);
+# only their order matters.
+SLOW = {
+    ("centralized_magrpo", "coding"): 190,
+    ("madpo_iter_defaults", "length_ratio"): 85,
+    ("marlhf_iter_defaults", "length_ratio"): 66,
+    ("madpo_iter", "length_ratio"): 54,
+    ("centralized_magrpo", "length_ratio"): 46,
+    ("marlhf_iter", "length_ratio"): 34,
+    ("madpo_defaults", "length_ratio"): 34,
+}
+
+
 def _commit() -> str:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:

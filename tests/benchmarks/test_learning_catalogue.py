@@ -57,3 +57,26 @@ def test_menu_rows_run_on_length_ratio_only():
     menu = [spec for spec in catalogue.RUNS if spec.kind == catalogue.MENU]
     assert menu and all(spec.tasks() == ("length_ratio",) for spec in menu)
     assert catalogue.BY_NAME["magrpo"].tasks() == catalogue.TASK_NAMES
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in catalogue.DEFAULT_ROWS if s.same_as], ids=lambda s: s.name
+)
+def test_a_defaults_row_shown_as_another_row_has_that_rows_config(spec):
+    _, defaults = _build_config(spec, "length_ratio")
+    _, same = _build_config(catalogue.BY_NAME[spec.same_as], "length_ratio")
+    assert dataclasses.asdict(defaults()) == dataclasses.asdict(same())
+
+
+def test_defaults_rows_keep_only_the_demo_fields_the_algorithm_has():
+    from benchmarks.learning.runfile import defaults_section
+    from comlrl.core.launch import DEFAULT_RUN
+
+    madpo = defaults_section("madpo")
+    assert "num_generations" not in madpo  # MAGRPO's K means nothing to MADPO
+    assert madpo["num_train_epochs"] == DEFAULT_RUN["magrpo"]["num_train_epochs"]
+    run, source = run_file(catalogue.BY_NAME["madpo_defaults"], "length_ratio", 0)
+    assert source == "defaults" and run["madpo"] == madpo and "magrpo" not in run
+    # an iterative trainer keeps its own epochs per iteration (the demo's 6 are a total)
+    assert "num_train_epochs" not in defaults_section("madpo_iter")
+    assert defaults_section("madpo_iter")["agent_learning_rate"] == madpo["agent_learning_rate"]

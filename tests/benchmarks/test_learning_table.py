@@ -99,24 +99,71 @@ def test_read_results_keeps_the_last_line_per_run(results_file):
 
 
 def test_algorithm_table_by_hand(results_file):
-    text = table.algorithm_table(table.read_results(results_file), "length_ratio", [0, 1])
+    text = table.algorithm_table(table.read_results(results_file), "length_ratio")
     rows = text.splitlines()
-    assert rows[0].startswith("| run | post-hoc reward |")
-    assert rows[2] == "| untrained | 0.35 / — | — → 0.90 / — | 100 | 90 | 1000 |  |"
-    assert rows[3] == "| magrpo | 0.99 / 0.98 | 0.40 → 0.90 / 0.40 → 0.90 | 100 | 90 | 1000 |  |"
+    assert rows[0].startswith("| run | seeds | post-hoc reward | per seed |")
+    assert rows[2] == "| untrained | 1 | 0.35 | 0: 0.35 | — → 0.90 | — | 100 | 90 | 1000 |  |"
+    # mean (min–max) over the two seeds, every seed's value, and the bar on mean and min
+    assert rows[3] == (
+        "| magrpo | 2 | 0.98 (0.98–0.99) | 0: 0.99, 1: 0.98 | 0.40 (0.40–0.40) → 0.90 (0.90–0.90)"
+        " | yes | 100 | 90 | 1000 |  |"
+    )
+    # the code task has no bar column
+    assert "≥ 0.8" not in table.algorithm_table(table.read_results(results_file), "coding")
+
+
+def test_seed_statistics_by_hand():
+    assert table.seed_stats([0.7, None, 0.9, 1.0]) == pytest.approx((0.8667, 0.7, 1.0), abs=1e-4)
+    assert table.seed_stats([None]) is None
+    assert table.spread([0.70, 0.97, 0.86, 0.99]) == "0.88 (0.70–0.99)"
+    assert table.spread([0.5]) == "0.50"
+    assert table.spread([]) == "—"
+
+
+def test_the_bar_reads_the_mean_and_the_min():
+    def lines(*values):
+        return [{"seed": i, "status": "ok", "posthoc_reward": v} for i, v in enumerate(values)]
+
+    assert table.verdict(lines(0.99, 0.95, 0.9), 0.35) == "yes"
+    # a mean above the bar does not hide one seed below it
+    assert table.verdict(lines(1.0, 1.0, 1.0, 0.7), 0.35) == "min < 0.8"
+    assert table.verdict(lines(0.5, 0.9), 0.35) == "mean < 0.8; min < 0.8"
+    assert table.verdict(lines(0.3, 0.9), 0.35) == "mean < 0.8; min < 0.8; min ≤ untrained"
+    failed = lines(0.9) + [{"seed": 1, "status": "failed", "error": "boom"}]
+    assert table.verdict(failed, 0.35) == "failed"
+
+
+def test_defaults_table_sets_each_family_beside_its_example_row(tmp_path):
+    lines = [
+        _line("magrpo", "algorithm", 0, 0.99, []),
+        _line("magrpo", "algorithm", 1, 0.97, []),
+        _line("madpo", "algorithm", 0, 0.60, []),
+        _line("madpo_defaults", "defaults", 0, 0.74, []),
+        _line("madpo_defaults", "defaults", 1, 0.70, []),
+    ]
+    text = table.defaults_table(lines)
+    assert "| magrpo (row magrpo) | 0.98 (0.97–0.99) | the same run: 0.98 (0.97–0.99) |" in text
+    assert (
+        "| madpo (row madpo) | 0.60 | 0.72 (0.70–0.74) | 0: 0.74, 1: 0.70 | mean < 0.8; min < 0.8 |"
+        in text
+    )
+    assert "iac (row" not in text  # no results for it: no row
 
 
 def test_menu_table_uses_the_smallest_final_token_count(results_file):
     results = table.read_results(results_file)
     included = [r for r in results if r["run"] in ("magrpo", "dr_grpo", "ippo")]
     assert table.common_budget(included) == 900
-    text = table.menu_table(results, [0, 1])
+    text = table.menu_table(results)
     assert "training reward at 900 tokens" in text.splitlines()[0]
     # magrpo: seed 0 passes 900 at 1000 (0.9), seed 1 at 900 (0.8); dr_grpo at 1200 (1.0)
-    assert "| magrpo | reference (defaults) | 0.99 / 0.98 | 0.90 / 0.80 |" in text
-    assert "| dr_grpo | Dr. GRPO preset | 0.97 / — | 1.00 / — |" in text
-    assert "| ippo | IAC with 2 clipped passes (IPPO) | failed / — | failed / — |" in text
-    assert "no key 'num_iterations'" in text
+    assert (
+        "| magrpo | reference (the demo's MAGRPO) | 2 | 0.98 (0.98–0.99) | 0: 0.99, 1: 0.98 "
+        "| 0.85 (0.80–0.90) |" in text
+    )
+    assert "| dr_grpo | Dr. GRPO preset | 1 | 0.97 | 0: 0.97 | 1.00 |" in text
+    assert "| ippo | IAC with 2 clipped passes (IPPO) | 1 | — | 0: failed | — |" in text
+    assert "1 of 1: ValueError: run file: iac has no key 'num_iterations'" in text
 
 
 def test_render_and_replace_block(results_file):
