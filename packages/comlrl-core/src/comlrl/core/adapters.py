@@ -45,7 +45,13 @@ class SharedBase:
         for name in names[1:]:
             self.model.add_adapter(name, config)
         self.lock = threading.RLock()
-        self.base_name = getattr(base_model.config, "_name_or_path", "") or type(base_model).__name__
+        self._adapter_params = [
+            p for n, p in self.model.named_parameters() if any(_owns(n, a) for a in names)
+        ]
+        self._trainable()
+        self.base_name = (
+            getattr(base_model.config, "_name_or_path", "") or type(base_model).__name__
+        )
 
     def agent(self, name: str) -> AdapterAgent:
         """The view of the agent whose adapter is ``name``."""
@@ -67,7 +73,16 @@ class SharedBase:
                 return
             if self.model.active_adapter != name:
                 self.model.set_adapter(name)
+                self._trainable()
             yield
+
+    def _trainable(self) -> None:
+        # peft's set_adapter freezes the inactive adapters, and autograd drops the gradient of a
+        # parameter frozen between its forward and its backward: agents' forwards interleave
+        # (all score, then all step), so every adapter stays trainable. An inactive adapter is
+        # not in the graph and gets no gradient anyway.
+        for p in self._adapter_params:
+            p.requires_grad_(True)
 
 
 def _owns(param_name: str, adapter: str) -> bool:
