@@ -6,6 +6,7 @@
     uv run --frozen python -m benchmarks table             # the table of the saved results
     uv run --frozen python -m benchmarks gpu               # the GPU check (benchmarks/gpu_check)
     uv run --frozen python -m benchmarks refsuite          # 1.4.3's own tests against us
+    uv run --frozen python -m benchmarks realsize          # memory at real shapes (150k vocab)
 
 Results go to ``benchmarks/results/<workload>-<size>-<device>.json`` and a markdown table is
 printed. See benchmarks/README.md for what each number means.
@@ -75,6 +76,10 @@ def main(argv=None) -> int:
         from benchmarks.gpu_check.run import main as gpu_main
 
         return gpu_main(argv[1:])
+    if argv[:1] == ["realsize"]:
+        from benchmarks.realsize import main as realsize_main
+
+        return realsize_main(argv[1:])
     if argv[:1] == ["refsuite"]:
         from benchmarks.refsuite import main as refsuite_main
 

@@ -6,6 +6,14 @@ log-probs of each completion as :class:`TokenLogprobs` (``[rows, longest complet
 are. The log-softmax is selective: ``logit[token] - logsumexp(logits)`` in fp32, never a
 full-vocabulary log-prob tensor. Gradients flow unless the caller disables them.
 
+Memory is bounded at large vocabularies: where a model's logits are its output head applied to
+its last hidden states (checked once per class, :func:`head_split`), the kernels run the model
+with no logits (:func:`hidden_forward`), keep only the hidden states of the scored positions, and
+apply the head and the log-softmax :func:`head_chunk_tokens` positions at a time, each chunk recomputed in backward
+(activation checkpointing), so no ``[rows, tokens, vocab]`` logits tensor exists for a whole
+forward, neither in the forward nor kept for the backward. Other models get their logits from
+``model(...)`` and the log-softmax is chunked over those.
+
 Every kernel takes ``temperature`` (default 1) and scores ``log_softmax(logits / temperature)``:
 the distribution a sampler at that temperature draws from before any top-k/top-p truncation
 (see :func:`check_temperature`).
@@ -28,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.utils.checkpoint
 
 from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
 from comlrl.core.rollout.generation import left_pad
@@ -124,6 +133,176 @@ def selective_log_softmax(
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+# fp32 logits elements one chunk may hold: at most 2**26 (256 MiB), at least 2**22 (16 MiB), and
+# in between as many as the output head has weights (vocab x hidden): the scoring peak then
+# stays within a small multiple of the head's own size.
+HEAD_CHUNK_MAX_ELEMENTS = 2**26
+HEAD_CHUNK_MIN_ELEMENTS = 2**22
+
+
+def head_chunk_tokens(vocab_size: int, hidden_size: int) -> int:
+    """How many positions one chunk of the output head and log-softmax scores: its fp32 logits
+    take ``vocab x hidden`` elements (the head's weight count), kept within
+    [:data:`HEAD_CHUNK_MIN_ELEMENTS`, :data:`HEAD_CHUNK_MAX_ELEMENTS`]. At vocab 151,936 that is
+    441 positions (256 MiB); a 512-token vocabulary gets 8,192 (no chunking in practice)."""
+    if vocab_size < 1 or hidden_size < 1:
+        raise ValueError(
+            f"vocab_size and hidden_size must be positive, got {vocab_size} and {hidden_size}."
+        )
+    elements = min(HEAD_CHUNK_MAX_ELEMENTS, max(HEAD_CHUNK_MIN_ELEMENTS, vocab_size * hidden_size))
+    return max(1, elements // vocab_size)
+
+
+def _chunk_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float):
+    return selective_log_softmax(head(hidden), targets, temperature)
+
+
+def chunked_head_logprobs(
+    head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, chunk: int
+) -> torch.Tensor:
+    """``log softmax(head(hidden) / temperature)[targets]`` for ``hidden`` ``[N, H]``, ``chunk``
+    positions at a time.
+
+    With gradients on, each chunk is checkpointed: only its hidden states are kept, and its
+    logits are recomputed during backward, so at most one chunk's logits exist at any time.
+    """
+    if hidden.shape[0] == 0:
+        return hidden.new_zeros(0, dtype=torch.float32)
+    grad = torch.is_grad_enabled() and (
+        hidden.requires_grad or any(p.requires_grad for p in head.parameters())
+    )
+    parts = []
+    for start in range(0, hidden.shape[0], chunk):
+        h, t = hidden[start : start + chunk], targets[start : start + chunk]
+        if grad:
+            parts.append(
+                torch.utils.checkpoint.checkpoint(
+                    _chunk_logprobs, head, h, t, temperature, use_reentrant=False
+                )
+            )
+        else:
+            parts.append(_chunk_logprobs(head, h, t, temperature))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def chunked_log_softmax(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, chunk: int
+) -> torch.Tensor:
+    """:func:`selective_log_softmax` over ``logits`` ``[rows, ..., vocab]``, whole rows at a
+    time and about ``chunk`` positions per piece, so its fp32 temporaries stay one piece large
+    (for models whose logits come whole)."""
+    per_row = max(1, math.prod(logits.shape[1:-1]))
+    rows = max(1, chunk // per_row)
+    if logits.shape[0] <= rows:
+        return selective_log_softmax(logits, targets, temperature)
+    return torch.cat(
+        [
+            selective_log_softmax(logits[s : s + rows], targets[s : s + rows], temperature)
+            for s in range(0, logits.shape[0], rows)
+        ]
+    )
+
+
+# (model class, head class, attention implementation) -> whether logits == head(last hidden)
+_SPLIT: dict[tuple[type, type, str], bool] = {}
+
+# ``logits_to_keep`` as an empty index tensor: the model runs its body and no head at all.
+_NO_LOGITS = torch.zeros(0, dtype=torch.long)
+
+
+def hidden_forward(model, **kwargs):
+    """``model(**kwargs)`` with no logits computed: returns its output and the last hidden
+    states (the head's input), for a model that :func:`head_split` accepts."""
+    device = kwargs["input_ids"].device
+    kwargs.update(logits_to_keep=_NO_LOGITS.to(device), output_hidden_states=True)
+    out = model(**kwargs)
+    return out, out.hidden_states[-1]
+
+
+def head_split(model):
+    """The output head of ``model`` when its logits are exactly that head applied to its last
+    hidden states (``hidden_states[-1]``) and it can skip computing them
+    (``logits_to_keep``), else None.
+
+    Checked once per model class, head class and attention implementation on a short probe in
+    eval mode: models that change the logits after the head (soft-capping, scaling) fail the
+    check and keep their own logits (then only the log-softmax is chunked).
+    """
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if get_head is not None else None
+    if head is None or not _takes_logits_to_keep(model):
+        return None
+    config = getattr(model, "config", None)
+    key = (type(model), type(head), str(getattr(config, "_attn_implementation", None)))
+    if key not in _SPLIT:
+        vocab = model.get_input_embeddings().num_embeddings
+        device = next(model.parameters()).device
+        ids = torch.tensor([[(7 * k + 1) % vocab for k in range(6)]], device=device)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                whole = model(input_ids=ids, use_cache=False).logits.float()
+                out, hidden = hidden_forward(model, input_ids=ids, use_cache=False)
+                split = head(hidden).float()
+        except (TypeError, AttributeError, IndexError):
+            _SPLIT[key] = False
+        else:
+            scale = 1.0 + whole.abs().max().item()
+            _SPLIT[key] = (
+                out.logits.numel() == 0
+                and split.shape == whole.shape
+                and (split - whole).abs().max().item() <= 1e-3 * scale
+            )
+        finally:
+            model.train(was_training)
+    return head if _SPLIT[key] else None
+
+
+def _vocab_hidden(model, head) -> tuple[int, int]:
+    weight = getattr(head, "weight", None)
+    if weight is not None and weight.dim() == 2:
+        return int(weight.shape[0]), int(weight.shape[1])
+    config = model.config
+    return int(config.vocab_size), int(getattr(config, "hidden_size", 1))
+
+
+def _logits_chunk(model) -> int:
+    """:func:`head_chunk_tokens` for a model whose logits come whole."""
+    config = getattr(model, "config", None)
+    vocab = getattr(config, "vocab_size", None) or model.get_input_embeddings().num_embeddings
+    hidden = getattr(config, "hidden_size", None) or 1
+    return head_chunk_tokens(int(vocab), int(hidden))
+
+
+def score_hidden(model, head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float):
+    """Selected-token log-probs of ``targets`` ``[N]`` from ``hidden`` ``[N, H]`` through
+    ``head``, in :func:`head_chunk_tokens` chunks (see :func:`chunked_head_logprobs`)."""
+    chunk = head_chunk_tokens(*_vocab_hidden(model, head))
+    head_device = next(head.parameters()).device
+    return chunked_head_logprobs(
+        head, hidden.to(head_device), targets.to(head_device), temperature, chunk
+    )
+
+
+def _score_columns(
+    model, head, states: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, temperature
+) -> torch.Tensor:
+    """Log-probs ``[rows, columns]`` of ``targets`` from ``states``: hidden states
+    ``[rows, columns, H]`` through ``head`` (only the real tokens of ``mask``; pads get 0), or,
+    with ``head`` None, logits ``[rows, columns, vocab]`` (every column)."""
+    if head is None:
+        return chunked_log_softmax(states, targets, temperature, _logits_chunk(model))
+    rows, cols = mask.shape
+    where = mask.reshape(-1).nonzero().squeeze(-1).to(states.device)
+    hidden = states.reshape(rows * cols, states.shape[-1])[where]
+    lp = score_hidden(
+        model, head, hidden, targets.reshape(-1).to(states.device)[where], temperature
+    )
+    out = torch.zeros(rows * cols, device=lp.device, dtype=torch.float32)
+    return out.index_put((where.to(lp.device),), lp).view(rows, cols)
+
+
 def padded_forward(
     model, prompt_ids, completion_ids, pad_id: int, temperature: float = 1.0, **forward_kwargs
 ):
@@ -131,7 +310,8 @@ def padded_forward(
     ``temperature``.
 
     Returns the completion log-probs, the model's output (for callers that read more of it,
-    such as hidden states with ``output_hidden_states=True``) and the prompt width.
+    such as hidden states with ``output_hidden_states=True``; its ``logits`` are empty where
+    :func:`head_split` holds) and the prompt width.
     """
     ids, attn, pos, comp_mask, p_width, c_width = pack(prompt_ids, completion_ids, pad_id)
     device = next(model.parameters()).device
@@ -142,14 +322,22 @@ def padded_forward(
         use_cache=False,
         **forward_kwargs,
     )
+    targets, comp_mask = ids[:, p_width:].to(device), comp_mask.to(device)
+    head = head_split(model)
+    if head is not None:
+        out, hidden = hidden_forward(model, **kwargs)
+        # Column p_width-1 predicts the first completion token.
+        states = hidden[:, p_width - 1 : -1]
+        values = _score_columns(model, head, states, targets, comp_mask, temperature)
+        return TokenLogprobs(values, comp_mask), out, p_width
     keep = _takes_logits_to_keep(model)
     if keep:
         # Column p_width-1 predicts the first completion token; keep c_width+1 columns.
         kwargs["logits_to_keep"] = c_width + 1
     out = model(**kwargs)
     logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
-    values = selective_log_softmax(logits, ids[:, p_width:].to(device), temperature)
-    return TokenLogprobs(values, comp_mask.to(device)), out, p_width
+    values = _score_columns(model, None, logits, targets, comp_mask, temperature)
+    return TokenLogprobs(values, comp_mask), out, p_width
 
 
 def completion_logprobs(
@@ -202,8 +390,13 @@ def shared_prompt_logprobs(
     ids, mask = left_pad([list(k) for k in keys], pad_id)
     ids, mask = ids.to(device), mask.to(device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}
-    prefix = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
+    head = head_split(model)
+    prompt_kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    if head is not None:
+        prefix, prefix_hidden = hidden_forward(model, **prompt_kwargs)
+    else:
+        keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}
+        prefix = model(**prompt_kwargs, **keep)
     cache = returned_cache(prefix)
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return completion_logprobs(model, prompt_ids, completion_ids, pad_id, temperature)
@@ -219,7 +412,7 @@ def shared_prompt_logprobs(
     comp, comp_mask = comp.to(device), comp_mask.to(device)
     attn = torch.cat([mask[rows], comp_mask.long()], dim=1)
     comp_pos = pos[rows][:, -1:] + 1 + torch.arange(c_width, device=device)[None]
-    out = model(
+    comp_kwargs = dict(
         input_ids=comp,
         attention_mask=attn,
         position_ids=comp_pos,
@@ -227,8 +420,15 @@ def shared_prompt_logprobs(
         **{cache_argument(type(model)): cache},
     )
     # The prompt's last position predicts the first completion token.
-    logits = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
-    return TokenLogprobs(selective_log_softmax(logits, comp, temperature), comp_mask)
+    if head is None:
+        out = model(**comp_kwargs)
+        states = torch.cat([prefix.logits[:, -1:][rows], out.logits[:, :-1]], dim=1)
+    else:
+        _, hidden = hidden_forward(model, **comp_kwargs)
+        states = torch.cat([prefix_hidden[:, -1:][rows], hidden[:, :-1]], dim=1)
+    return TokenLogprobs(
+        _score_columns(model, head, states, comp, comp_mask, temperature), comp_mask
+    )
 
 
 def bins_next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
@@ -247,10 +447,11 @@ def bins_next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
 
 
 def _packed_forward(
-    model, rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+    model, rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None, hidden=False
 ) -> tuple[torch.Tensor, list]:
     """Logits ``[bins, width, vocab]`` of ``rows`` packed in order into bins ``width`` wide
-    (default: the longest row), and each row's ``(bin, offset)``."""
+    (default: the longest row), and each row's ``(bin, offset)``; with ``hidden``, the last
+    hidden states ``[bins, width, H]`` instead (see :func:`hidden_forward`)."""
     lengths = [len(r) for r in rows]
     width = max(max(lengths), width or 0)
     bins = bins_next_fit(lengths, width)
@@ -270,8 +471,10 @@ def _packed_forward(
         last = lengths[members[-1]]
         pos[b, offset:] = torch.arange(last, last + width - offset)
     device = next(model.parameters()).device
-    logits = model(input_ids=ids.to(device), position_ids=pos.to(device), use_cache=False).logits
-    return logits, place
+    kwargs = dict(input_ids=ids.to(device), position_ids=pos.to(device), use_cache=False)
+    if hidden:
+        return hidden_forward(model, **kwargs)[1], place
+    return model(**kwargs).logits, place
 
 
 def packed_logprobs(
@@ -293,8 +496,9 @@ def packed_logprobs(
     if any(len(p) == 0 for p in prompt_ids):
         raise ValueError("packed_logprobs needs a non-empty prompt for every row.")
     rows = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
-    logits, place = _packed_forward(model, rows, pad_id, width)
-    device = logits.device
+    head = head_split(model)
+    states, place = _packed_forward(model, rows, pad_id, width, hidden=head is not None)
+    device = states.device
     c_width = max(1, max(len(c) for c in completion_ids))
     bins, cols, targets, slots = [], [], [], []
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
@@ -307,8 +511,12 @@ def packed_logprobs(
     values = torch.zeros(len(rows) * c_width, device=device, dtype=torch.float32)
     mask = torch.zeros(len(rows), c_width, dtype=torch.float32)
     if targets:
-        picked = logits[torch.tensor(bins, device=device), torch.tensor(cols, device=device)]
-        lp = selective_log_softmax(picked, torch.tensor(targets, device=device), temperature)
+        picked = states[torch.tensor(bins, device=device), torch.tensor(cols, device=device)]
+        wanted = torch.tensor(targets, device=device)
+        if head is None:
+            lp = chunked_log_softmax(picked, wanted, temperature, _logits_chunk(model))
+        else:
+            lp = score_hidden(model, head, picked, wanted, temperature)
         values = values.index_put((torch.tensor(slots, device=device),), lp)
         for i, c in enumerate(completion_ids):
             mask[i, : len(c)] = 1.0

@@ -1,0 +1,214 @@
+"""Memory at real shapes: ``python -m benchmarks realsize``.
+
+Each cell runs in a fresh subprocess and reports its peak resident memory above the
+*model-and-optimizer floor*: the process is measured after the model, its AdamW optimizer and
+one warm-up step (so gradients and optimizer state exist), its peak counter is reset (Linux
+``/proc/self/clear_refs``), and the cell's work runs; ``peak_above_floor`` is the new peak minus
+the floor. Nothing is downloaded: models are random-init from a transformers config.
+
+Cells:
+
+- ``scoring``: the loss forward+backward of a MAGRPO update (4 prompts x K=8 completions of 128
+  tokens, temperature 0.6) for a tiny-body model with a 151,936-token vocabulary, with the
+  log-prob engine as it is (``after``) and with its chunking turned off (``before``: the whole
+  ``[rows, tokens, vocab]`` logits, as the engine computed them up to this change).
+- ``qwen05-scoring``: the same update at the Qwen2.5-0.5B shape (494M parameters), ``after``
+  only unless ``--cells`` asks for ``qwen05-scoring-before``. Slow on CPU (minutes per cell).
+
+    uv run --frozen python -m benchmarks realsize                    # the tiny-body cells
+    uv run --frozen python -m benchmarks realsize --cells qwen05-scoring
+    uv run --frozen python -m benchmarks realsize --table            # the saved results
+
+Results are written to ``benchmarks/results/realsize.json`` (one entry per cell, merged with
+earlier runs); cells not run are reported as not measured, never estimated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "realsize.json"
+
+PROMPTS, K, COMPLETION_TOKENS, PROMPT_TOKENS, TEMPERATURE = 4, 8, 128, 32, 0.6
+
+# Qwen2.5-0.5B's published shape (config.json of Qwen/Qwen2.5-0.5B), built locally.
+QWEN25_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
+TINY_BODY = dict(
+    vocab_size=151936,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    tie_word_embeddings=True,
+)
+
+CELLS = {
+    "scoring-before": (TINY_BODY, "before"),
+    "scoring-after": (TINY_BODY, "after"),
+    "qwen05-scoring-before": (QWEN25_05B, "before"),
+    "qwen05-scoring-after": (QWEN25_05B, "after"),
+}
+DEFAULT_CELLS = ("scoring-before", "scoring-after")
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _unchunked(kernels) -> None:
+    """The engine before bounded memory: the model's whole logits, one log-softmax over them."""
+    kernels.head_split = lambda model: None
+    kernels._logits_chunk = lambda model: 1 << 62
+
+
+def _update(model, opt, prompts, comps, pad_id: int) -> float:
+    """One MAGRPO-style update: score with gradients, a policy-gradient loss, backward, step."""
+    import torch
+
+    from comlrl.core.logprobs import score_parts
+
+    opt.zero_grad(set_to_none=True)
+    adv = torch.linspace(-1.0, 1.0, len(prompts))
+    total = 0.0
+    parts = score_parts(model, prompts, comps, pad_id=pad_id, dedupe=False, temperature=TEMPERATURE)
+    for idx, lp in parts:
+        loss = -(adv[idx] * lp.sequence_sum() / COMPLETION_TOKENS).mean()
+        loss.backward()
+        total += loss.item()
+    opt.step()
+    return total
+
+
+def run_cell(name: str) -> dict:
+    """Measure one cell in this process (called in a fresh subprocess)."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from comlrl.core.logprobs import kernels
+
+    shape, mode = CELLS[name]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen2Config(**shape, eos_token_id=0, pad_token_id=0))
+    model.train()
+    if mode == "before":
+        _unchunked(kernels)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    vocab = shape["vocab_size"]
+    gen = torch.Generator().manual_seed(0)
+    # K completions per prompt, as a MAGRPO node's samples share their prompt.
+    prompts = [
+        prompt
+        for prompt in (
+            torch.randint(1, vocab, (PROMPT_TOKENS,), generator=gen).tolist()
+            for _ in range(PROMPTS)
+        )
+        for _ in range(K)
+    ]
+    comps = [torch.randint(1, vocab, (COMPLETION_TOKENS,), generator=gen).tolist() for _ in prompts]
+    _update(model, opt, prompts[:1], [comps[0][:1]], 0)  # gradients and AdamW state exist now
+    floor = _status_kb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    start = time.perf_counter()
+    _update(model, opt, prompts, comps, 0)
+    seconds = time.perf_counter() - start
+    peak = _status_kb("VmHWM")
+    params = sum(p.numel() for p in model.parameters())
+    return {
+        "cell": name,
+        "mode": mode,
+        "parameters": params,
+        "vocab": vocab,
+        "rows": len(prompts),
+        "completion_tokens": COMPLETION_TOKENS,
+        "floor_gb": floor / 2**20,
+        "peak_gb": peak / 2**20,
+        "peak_above_floor_gb": (peak - floor) / 2**20,
+        "update_seconds": seconds,
+        "threads": torch.get_num_threads(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _saved() -> dict:
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
+
+def table(results: dict) -> str:
+    """A markdown table of every cell, measured or not."""
+    lines = [
+        "| cell | parameters | vocab | floor (GB) | peak above floor (GB) | update (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in CELLS:
+        r = results.get(name)
+        if r is None:
+            lines.append(f"| {name} | | | not measured | not measured | not measured |")
+            continue
+        lines.append(
+            f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['vocab']} | {r['floor_gb']:.2f} | "
+            f"{r['peak_above_floor_gb']:.2f} | {r['update_seconds']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    """Run the chosen cells, each in its own subprocess, save and print the table."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks realsize", description=__doc__)
+    p.add_argument("--cells", nargs="+", choices=[*CELLS, "qwen05-scoring"], default=None)
+    p.add_argument("--table", action="store_true", help="print the saved results only")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cell-child", choices=list(CELLS), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.cell_child:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        print(json.dumps(run_cell(args.cell_child)))
+        return 0
+    results = _saved()
+    if not args.table:
+        cells = args.cells or list(DEFAULT_CELLS)
+        cells = ["qwen05-scoring-after" if c == "qwen05-scoring" else c for c in cells]
+        for name in cells:
+            print(f"[realsize] {name} ...", flush=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks", "realsize", "--cell-child", name]
+                + ["--threads", str(args.threads)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"[realsize] cell {name} failed (exit {done.returncode})")
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            results[name]["command"] = "python -m benchmarks realsize --cells " + name
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,173 @@
+"""N agents on one base: one frozen copy of the base model and one PEFT adapter per agent.
+
+:class:`SharedBase` holds a single ``peft`` model over the base with one named adapter per
+agent (peft's multi-adapter API: ``add_adapter`` / ``set_adapter``); :meth:`SharedBase.agent`
+gives each agent a view, :class:`AdapterAgent`, that runs the model with its own adapter active
+and whose ``parameters()`` are its adapter's only, so an optimizer built over them trains that
+adapter alone. The KL reference is the base itself: :meth:`AdapterAgent.reference` runs the
+model with every adapter disabled, so no reference copy is kept.
+
+The active adapter is state of the shared model, so every forward of a view selects its
+adapter and runs under one lock: agents in threads take turns, and a backward uses the graph
+its own forward built (which adapter is active later does not change it).
+
+Not yet wired into the trainers' model loading (see issue 27, part 1): a caller builds the
+views and hands them to a trainer as its agents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from comlrl.core.model_setup import build_peft_config
+
+
+class SharedBase:
+    """One frozen base model and one adapter per name in ``names``, all of ``peft_config``
+    (a checked ``peft_config`` dict or a peft config object)."""
+
+    def __init__(self, base_model, peft_config: Any, names: Sequence[str]):
+        from peft import get_peft_model
+
+        names = list(names)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"names must be distinct and non-empty, got {names!r}.")
+        config = peft_config
+        if isinstance(peft_config, Mapping):
+            config = build_peft_config(peft_config)
+        self.names = names
+        self.model = get_peft_model(base_model, config, adapter_name=names[0])
+        for name in names[1:]:
+            self.model.add_adapter(name, config)
+        self.lock = threading.RLock()
+        self._adapter_params = [
+            p for n, p in self.model.named_parameters() if any(_owns(n, a) for a in names)
+        ]
+        self._trainable()
+        self.base_name = (
+            getattr(base_model.config, "_name_or_path", "") or type(base_model).__name__
+        )
+
+    def agent(self, name: str) -> AdapterAgent:
+        """The view of the agent whose adapter is ``name``."""
+        if name not in self.names:
+            raise ValueError(f"no adapter named {name!r}; the adapters are {self.names}.")
+        return AdapterAgent(self, name)
+
+    def agents(self) -> list[AdapterAgent]:
+        """One view per adapter, in the order of ``names``."""
+        return [self.agent(n) for n in self.names]
+
+    @contextlib.contextmanager
+    def active(self, name: str | None) -> Iterator[None]:
+        """Hold the lock with adapter ``name`` active (None: every adapter disabled)."""
+        with self.lock:
+            if name is None:
+                with self.model.disable_adapter():
+                    yield
+                return
+            if self.model.active_adapter != name:
+                self.model.set_adapter(name)
+                self._trainable()
+            yield
+
+    def _trainable(self) -> None:
+        # peft's set_adapter freezes the inactive adapters, and autograd drops the gradient of a
+        # parameter frozen between its forward and its backward: agents' forwards interleave
+        # (all score, then all step), so every adapter stays trainable. An inactive adapter is
+        # not in the graph and gets no gradient anyway.
+        for p in self._adapter_params:
+            p.requires_grad_(True)
+
+
+def _owns(param_name: str, adapter: str) -> bool:
+    return f".{adapter}." in param_name or param_name.endswith(f".{adapter}")
+
+
+class AdapterAgent(torch.nn.Module):
+    """One agent of a :class:`SharedBase`: calls run the shared model with this agent's
+    adapter, and its parameters are its adapter's alone."""
+
+    def __init__(self, shared: SharedBase, name: str):
+        super().__init__()
+        # Plain attributes, not submodules: the shared model's other adapters and its base are
+        # not this agent's parameters.
+        object.__setattr__(self, "shared", shared)
+        object.__setattr__(self, "adapter_name", name)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
+        """This agent's adapter parameters (the base and other adapters are not its own)."""
+        for n, p in self.shared.model.named_parameters(prefix, recurse, remove_duplicate):
+            if _owns(n, self.adapter_name):
+                yield n, p
+
+    def parameters(self, recurse: bool = True):
+        """This agent's adapter parameters."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def forward(self, *args, **kwargs):
+        """The shared model's forward with this agent's adapter active."""
+        with self.shared.active(self.adapter_name):
+            return self.shared.model(*args, **kwargs)
+
+    def generate(self, *args, **kwargs):
+        """The shared model's ``generate`` with this agent's adapter active."""
+        with self.shared.active(self.adapter_name), torch.no_grad():
+            return self.shared.model.generate(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[Any]:
+        """The KL reference: the shared model with every adapter disabled (the frozen base)."""
+        with self.shared.active(None):
+            yield self.shared.model
+
+    def state_dict(self, *args, **kwargs):
+        """This agent's adapter weights, as peft saves them."""
+        from peft import get_peft_model_state_dict
+
+        return get_peft_model_state_dict(self.shared.model, adapter_name=self.adapter_name)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Load adapter weights saved by :meth:`state_dict` into this agent's adapter."""
+        from peft import set_peft_model_state_dict
+
+        return set_peft_model_state_dict(
+            self.shared.model, state_dict, adapter_name=self.adapter_name
+        )
+
+    def save_pretrained(self, directory, **kwargs) -> None:
+        """Save this agent's adapter (its ``adapter_config.json`` names the base model)."""
+        self.shared.model.save_pretrained(
+            str(directory), selected_adapters=[self.adapter_name], **kwargs
+        )
+
+    def train(self, mode: bool = True):
+        """Set the shared model's mode (the base and every adapter share it)."""
+        self.shared.model.train(mode)
+        self.training = mode
+        return self
+
+    def __getattr__(self, name: str):
+        # config, generation_config, get_output_embeddings, device, ... come from the shared
+        # model.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.shared.model, name)
+
+
+def parameter_bytes(models: Sequence[torch.nn.Module]) -> int:
+    """Bytes of the distinct parameter storages that ``models`` hold together, counting every
+    parameter of the shared model behind an :class:`AdapterAgent` once."""
+    seen: dict[int, int] = {}
+    for m in models:
+        owner = m.shared.model if isinstance(m, AdapterAgent) else m
+        for p in owner.parameters():
+            seen[p.untyped_storage().data_ptr()] = p.untyped_storage().nbytes()
+    return sum(seen.values())
