@@ -22,7 +22,10 @@ from comlrl.core.testing import tiny_pair
 
 # Shared-prompt and packed forwards equal padded ones up to float rounding.
 TOL = dict(rtol=1e-4, atol=1e-5)
-GRAD_TOL = dict(rtol=1e-4, atol=1e-5)
+# Gradients sum over every row; the head's gradient is now accumulated chunk by chunk in
+# another order, and under ATEN_CPU_CAPABILITY=avx2 one element of 81,920 differed by 1.09e-5
+# (default kernels: within 1e-5). 5e-5 leaves room for that rounding and no more.
+GRAD_TOL = dict(rtol=1e-4, atol=5e-5)
 
 
 def _single(model, prompt, completion):
