@@ -86,6 +86,17 @@ COMMON = dict(
         simple("reference_free", st.booleans(), bad_bool),
         simple("seed", st.one_of(st.none(), nonneg_int), bad_nonneg_int),
         simple("shuffle_dataset", st.booleans(), bad_bool),
+        simple(
+            "min_p",
+            st.one_of(st.none(), st.floats(0, 1)),
+            st.sampled_from([1.5, -0.1, "x", float("nan")]),
+        ),
+        simple(
+            "repetition_penalty",
+            st.one_of(st.none(), st.floats(0.5, 3)),
+            st.sampled_from([0.0, -1.0, "x", float("inf")]),
+        ),
+        simple("max_prompt_length", opt_pos_int, bad_pos_int),
         simple("rollout_backend", st.just("hf"), st.sampled_from(["nope", 3, None])),
         simple("rollout_backend_options", st.none(), st.sampled_from([5, "fast", [1]])),
         simple("output_dir", st.one_of(st.none(), st.just("runs/x")), bad_str),

@@ -113,6 +113,28 @@ class CommonConfig:
         help="Sample among the k likeliest tokens; None or 0 turns the filter off.",
         check=Integer(0, optional=True),
     )
+    min_p: float | None = knob(
+        None,
+        help="Min-p sampling: drop tokens whose probability is below this fraction of the "
+        "likeliest token's (after temperature); None or 0 turns it off. Like top-p/top-k it "
+        "shapes what is sampled; log-probs are still scored as log_softmax(logits / T).",
+        check=Number(0.0, 1.0, optional=True),
+    )
+    repetition_penalty: float | None = knob(
+        None,
+        help="Divide the logits of tokens already in the prompt or completion by this (>1 "
+        "discourages repeats, as in transformers); None or 1.0 turns it off. It changes the "
+        "sampling distribution only: log-probs are scored without it, so the sampled tokens "
+        "are slightly off-policy for ratio losses.",
+        check=Number(0.0, min_inclusive=False, optional=True),
+    )
+    max_prompt_length: int | None = knob(
+        None,
+        help="Keep at most this many prompt tokens, cutting from the left (the end of a prompt "
+        "is what the completion follows); a warning counts the prompts cut. None keeps every "
+        "token.",
+        check=Integer(1, optional=True),
+    )
     num_turns: int = knob(
         2,
         help="Turns per episode; more than one needs an `external_transition`.",

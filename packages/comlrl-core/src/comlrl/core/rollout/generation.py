@@ -11,6 +11,7 @@ keyword arguments) goes through ``model.generate`` unchanged.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,9 @@ class SamplingParams:
     temperature: float = 0.6
     top_p: float = 0.6
     top_k: int | None = 50
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    max_prompt_length: int | None = None
     do_sample: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -46,7 +50,13 @@ class SamplingParams:
             )
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        kwargs.update(repetition_penalty=None, no_repeat_ngram_size=None)
+        penalty = self.repetition_penalty
+        kwargs.update(
+            repetition_penalty=penalty if penalty not in (None, 1.0) else None,
+            no_repeat_ngram_size=None,
+        )
+        if self.do_sample and self.min_p:
+            kwargs["min_p"] = self.min_p
         kwargs.update({k: v for k, v in self.extra.items() if k != "do_sample"})
         return {k: v for k, v in kwargs.items() if v is not None or k in self.extra}
 
@@ -66,6 +76,23 @@ class PromptSamples:
     @property
     def num_tokens(self) -> int:
         return sum(len(c) for c in self.completion_ids)
+
+
+def truncate_prompt_ids(ids: list[list[int]], max_length: int | None) -> list[list[int]]:
+    """``ids`` cut from the left to ``max_length`` tokens each (``max_prompt_length``), with one
+    warning that counts the prompts cut (the end of a prompt is what a completion follows)."""
+    if not max_length:
+        return ids
+    cut = sum(len(x) > max_length for x in ids)
+    if cut:
+        longest = max(len(x) for x in ids)
+        warnings.warn(
+            f"{cut} of {len(ids)} prompts were longer than max_prompt_length={max_length} "
+            f"tokens (the longest: {longest}) and lost their first tokens.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return [x[-max_length:] for x in ids]
 
 
 def tokenize_prompts(tokenizer, prompts: Sequence[str], max_length: int | None = None):

@@ -29,6 +29,9 @@ class RolloutSteps:
             temperature=a.temperature,
             top_p=a.top_p,
             top_k=a.top_k,
+            min_p=getattr(a, "min_p", None),
+            repetition_penalty=getattr(a, "repetition_penalty", None),
+            max_prompt_length=getattr(a, "max_prompt_length", None),
             do_sample=not (eval_mode and a.eval_greedy),
             extra=dict(overrides or {}),
         )
