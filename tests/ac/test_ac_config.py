@@ -91,18 +91,6 @@ COMMON = {
     "reference_kl_estimator": (st.sampled_from([None, "k1", "k2", "k3"]), st.just("k4")),
     "reference_devices": (devices, st.just([])),
     "seed": (st.one_of(st.none(), nonneg_int), bad_nonneg_int),
-    "shuffle_dataset": (st.booleans(), bad_bool),
-    "min_p": (
-        st.one_of(st.none(), st.floats(0, 1)),
-        st.sampled_from([1.5, -0.1, "x", float("nan")]),
-    ),
-    "repetition_penalty": (
-        st.one_of(st.none(), st.floats(0.5, 3)),
-        st.sampled_from([0.0, -1.0, "x", float("inf")]),
-    ),
-    "max_prompt_length": (opt_pos_int, bad_pos_int),
-    "rollout_backend": (st.just("hf"), st.sampled_from(["nope", 3, None])),
-    "rollout_backend_options": (st.none(), st.sampled_from([5, "fast", [1]])),
     "output_dir": (st.one_of(st.none(), st.just("runs/x")), st.just(3)),
     "rollout_batch_size": (opt_pos_int, bad_pos_int),
     "generation_batch_size": (opt_pos_int, bad_pos_int),

@@ -1,5 +1,6 @@
-"""Valid and invalid values of the real-model config fields every family inherits, for the
-families' field tables (tests/reinforce, tests/ac, tests/pbrl): field -> (valid, invalid)."""
+"""Valid and invalid values of the core config fields every family inherits (real-model,
+sampling, data order and rollout-backend fields), for the families' field tables
+(tests/reinforce, tests/ac, tests/pbrl): field -> (valid, invalid)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,21 @@ FIELDS = {
     "peft_config": (
         st.sampled_from([None, {"r": 4}, {"r": 2, "target_modules": ["q_proj"]}]),
         st.sampled_from(["lora", 3, {"r": 2, "not_a_field": 1}]),
+    ),
+    "shuffle_dataset": (st.booleans(), bad_bool),
+    "rollout_backend": (st.just("hf"), st.sampled_from(["nope", 3, None])),
+    "rollout_backend_options": (st.none(), st.sampled_from([5, "fast", [1]])),
+    "min_p": (
+        st.one_of(st.none(), st.floats(0, 1)),
+        st.sampled_from([1.5, -0.1, "x", float("nan")]),
+    ),
+    "repetition_penalty": (
+        st.one_of(st.none(), st.floats(0.5, 3)),
+        st.sampled_from([0.0, -1.0, "x", float("inf")]),
+    ),
+    "max_prompt_length": (
+        st.one_of(st.none(), st.integers(1, 1000)),
+        st.sampled_from([0, -3, 2.5, True]),
     ),
 }
 

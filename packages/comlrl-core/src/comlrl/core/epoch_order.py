@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 
-def epoch_permutation(size: int, seed: int | None, stage: int) -> list[int]:
-    """The item indices of ``stage`` in visiting order, a function of ``seed`` and ``stage``."""
+@lru_cache(maxsize=2)
+def epoch_permutation(size: int, seed: int | None, stage: int) -> tuple[int, ...]:
+    """The item indices of ``stage`` in visiting order, a function of ``seed`` and ``stage``.
+    Cached: every batch of an epoch reads the same order, and drawing it costs O(size)."""
     order = list(range(size))
     # A string seed is hashed with SHA-512 by ``random``, so it is stable across processes.
     random.Random(f"comlrl-epoch:{0 if seed is None else seed}:{stage}").shuffle(order)
-    return order
+    return tuple(order)
 
 
 class EpochView(Sequence):
     """A read-only view of ``data`` in the order ``order`` (indices into ``data``)."""
 
-    def __init__(self, data: Any, order: list[int]):
+    def __init__(self, data: Any, order: Sequence[int]):
         self.data, self.order = data, order
 
     def __len__(self) -> int:

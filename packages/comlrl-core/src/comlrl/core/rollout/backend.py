@@ -30,7 +30,6 @@ from comlrl.core.rollout.generation import (
     sample_completion_ids,
     supports_compacting,
     tokenize_prompts,
-    truncate_prompt_ids,
 )
 
 # ``model.generate`` draws from the process-wide generator; seeded requests that must go
@@ -109,8 +108,7 @@ class TokenBackend:
             return []
         check_seeds(seeds, prompts)
         tokenizer = self.tokenizers[agent]
-        ids = tokenize_prompts(tokenizer, prompts)
-        ids = truncate_prompt_ids(ids, getattr(params, "max_prompt_length", None))
+        ids = tokenize_prompts(tokenizer, prompts, getattr(params, "max_prompt_length", None))
         sampled = self.generate_ids(agent, ids, n, params, seeds)
         return [
             PromptSamples(

@@ -90,21 +90,20 @@ def truncate_prompt_ids(ids: list[list[int]], max_length: int | None) -> list[li
             f"{cut} of {len(ids)} prompts were longer than max_prompt_length={max_length} "
             f"tokens (the longest: {longest}) and lost their first tokens.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return [x[-max_length:] for x in ids]
 
 
 def tokenize_prompts(tokenizer, prompts: Sequence[str], max_length: int | None = None):
-    """Token ids of each prompt (no padding); truncated from the left to ``max_length``.
-    Templated prompts are encoded without adding special tokens again (one BOS, not two)."""
+    """Token ids of each prompt (no padding); truncated from the left to ``max_length`` by
+    :func:`truncate_prompt_ids`. Templated prompts are encoded without adding special tokens
+    again (one BOS, not two)."""
     ids = encode_prompts(tokenizer, prompts)
-    if max_length is not None:
-        ids = [x[-max_length:] for x in ids]
     for p, x in zip(prompts, ids):
         if not x:
             raise ValueError(f"Prompt {p!r} tokenized to zero tokens; formatters must return text.")
-    return ids
+    return truncate_prompt_ids(ids, max_length)
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,9 +29,9 @@ class RolloutSteps:
             temperature=a.temperature,
             top_p=a.top_p,
             top_k=a.top_k,
-            min_p=getattr(a, "min_p", None),
-            repetition_penalty=getattr(a, "repetition_penalty", None),
-            max_prompt_length=getattr(a, "max_prompt_length", None),
+            min_p=a.min_p,
+            repetition_penalty=a.repetition_penalty,
+            max_prompt_length=a.max_prompt_length,
             do_sample=not (eval_mode and a.eval_greedy),
             extra=dict(overrides or {}),
         )
