@@ -57,27 +57,18 @@ def example_section(spec: RunSpec) -> tuple[dict[str, Any], str]:
     return dict(spec.section), "catalogue"
 
 
-# The online iterative trainers: their `num_train_epochs` counts epochs per iteration.
-ITERATIVE = ("madpo_iter", "marlhf_iter")
-
-
 def defaults_section(algorithm: str) -> dict[str, Any]:
     """The section of a defaults row: the demo's MAGRPO section, keeping only the fields
-    ``algorithm``'s config has (every other field is its default), as ``comlrl train --algo``
-    moves it over; except that an iterative trainer keeps its own epochs per iteration.
-
-    The demo's 6 epochs are its whole budget, which the iterative trainers' default 6
-    iterations already spend; `--algo` would put 6 epochs into every iteration (36 passes, and
+    ``algorithm``'s config carries over, as ``comlrl train --algo`` moves it
+    (:func:`comlrl.core.launch.carried_fields`): an iterative trainer keeps its own epochs per
+    iteration, because the demo's 6 epochs are its whole budget, which the iterative trainers'
+    default 6 iterations already spend (6 epochs in every iteration would be 36 passes, and
     MADPOIter overshoots the length ratio: docs/learning.md measures it).
     """
-    import dataclasses
-
-    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.launch import DEFAULT_RUN, carried_fields
     from comlrl.core.registry import load_algorithm
 
-    names = {f.name for f in dataclasses.fields(load_algorithm(algorithm).default_config_cls)}
-    if algorithm in ITERATIVE:
-        names.discard("num_train_epochs")
+    names = carried_fields(load_algorithm(algorithm).default_config_cls)
     return {k: v for k, v in DEFAULT_RUN["magrpo"].items() if k in names}
 
 

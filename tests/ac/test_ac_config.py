@@ -78,6 +78,10 @@ COMMON = {
         st.sampled_from(["sum", "sequence_mean", "token_mean"]),
         st.sampled_from(["constant", "mean", "", None, 1]),
     ),
+    "loss_type": (
+        st.sampled_from([None, "grpo", "bnpo", "dapo"]),
+        st.sampled_from(["dr_grpo", "cispo", 3]),
+    ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),
     "eval_batch_size": (pos_int, bad_pos_int),

@@ -44,6 +44,15 @@ FIELDS = {
         st.one_of(st.none(), st.integers(1, 1000)),
         st.sampled_from([0, -3, 2.5, True]),
     ),
+    "steps_unit": (st.sampled_from(["optimizer", "env"]), st.sampled_from(["epoch", "", 3])),
+    "eval_steps": (
+        st.one_of(st.none(), st.integers(1, 1000)),
+        st.sampled_from([0, -3, 2.5, True]),
+    ),
+    "save_steps": (
+        st.one_of(st.none(), st.integers(1, 1000)),
+        st.sampled_from([0, -3, 2.5, True]),
+    ),
 }
 
 # settings a field's values need to be valid at all

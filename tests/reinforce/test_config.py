@@ -92,6 +92,10 @@ FIELDS = {
         st.sampled_from(["sum", "none", "sequence_mean", "token_mean", "constant"]),
         st.just("mean"),
     ),
+    "loss_type": (
+        st.sampled_from([None, "grpo", "bnpo", "dapo", "dr_grpo"]),
+        st.sampled_from(["cispo", "sum", 3]),
+    ),
     "variant": (
         st.sampled_from([None, "grpo", "dr_grpo", "reinforce_pp", "Dr.GRPO"]),
         st.just("ppo"),

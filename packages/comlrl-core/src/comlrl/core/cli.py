@@ -20,7 +20,13 @@ import sys
 from comlrl.core.config.redact import redacted_paths
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
 from comlrl.core.errors import UserError, is_user_error
-from comlrl.core.launch import DEFAULT_RUN, RunInterrupted, locate_resume, run_training
+from comlrl.core.launch import (
+    DEFAULT_RUN,
+    RunInterrupted,
+    carried_fields,
+    locate_resume,
+    run_training,
+)
 from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
 
 _EPILOG = """examples:
@@ -220,22 +226,27 @@ def _switch_algorithm(
 ) -> dict:
     """Point ``run`` at ``algo``: the current algorithm section moves over, keeping the fields
     the new config has. A default field the new config lacks (MAGRPO's ``num_generations``
-    means nothing to MADPO) is dropped; one the user's run file ``written`` (read from
-    ``source``) sets is an error that names it, since the run would silently ignore it."""
+    means nothing to MADPO) is dropped, and so is a default that means something else there
+    (:func:`~comlrl.core.launch.carried_fields`); a field the user's run file ``written`` (read
+    from ``source``) sets but the new config lacks is an error that names it, since the run
+    would silently ignore it."""
     current = str(run.get("algorithm", "magrpo")).lower()
     if algo != current:
-        trainer_cls = load_algorithm(algo)
-        fields = {f.name for f in dataclasses.fields(trainer_cls.default_config_cls)}
+        config_cls = load_algorithm(algo).default_config_cls
+        fields = {f.name for f in dataclasses.fields(config_cls)}
         section = dict(run.pop(current, None) or {})
-        user_section = (written or {}).get(current)
-        dropped = sorted(set(user_section or {}) - fields)
+        user_section = dict((written or {}).get(current) or {})
+        dropped = sorted(set(user_section) - fields)
         if dropped:
             raise UserError(
                 f"--algo {algo}: the {current} section of {source} sets {', '.join(dropped)}, "
                 f"which {algo} has no field for; remove {'it' if len(dropped) == 1 else 'them'} "
                 f"from the run file (or write a {algo}: section for --algo {algo})."
             )
-        run[algo] = {k: v for k, v in section.items() if k in fields}
+        carried = carried_fields(config_cls)
+        run[algo] = {
+            k: v for k, v in section.items() if k in carried or (k in fields and k in user_section)
+        }
     run["algorithm"] = algo
     return run
 

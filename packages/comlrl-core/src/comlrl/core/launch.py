@@ -80,6 +80,17 @@ DEFAULT_RUN: dict[str, Any] = {
 _SAMPLING_KEYS = SAMPLING_KEYS
 
 
+def carried_fields(config_cls: type) -> set[str]:
+    """The fields of ``config_cls`` that a section of defaults written for another algorithm
+    carries over (``comlrl train --algo``): all it has, except ``num_train_epochs`` where it
+    counts epochs per online iteration, since the other algorithm's epochs are a whole run's
+    budget (6 demo epochs in each of 6 iterations would be 36 passes)."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    if config_cls.epochs_per_iteration:
+        names.discard("num_train_epochs")
+    return names
+
+
 def _task_section(run: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     task = run.get("task")
     if isinstance(task, str):

@@ -167,6 +167,7 @@ class TrainingLoop:
         logger.reopen()
         t.cursor = (0, 0)
         t.global_batch = 0
+        t.cadence_marks = {}
         t.interrupted = False
         t._training_complete = False
         t.last_checkpoint = None
@@ -222,7 +223,7 @@ class TrainingLoop:
                 break
             if isinstance(unit, ItemBatch):
                 unit = materialize(t, unit)
-            if t.eval_due(unit) and t.is_main_process:
+            if t.evaluation_due(unit) and t.is_main_process:
                 t.evaluate()
             t.run_unit(unit)
             done += span_of(unit)

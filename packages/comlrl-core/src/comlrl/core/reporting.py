@@ -16,6 +16,7 @@ from typing import Any
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import CompletionReporting
+from comlrl.core.step_cadence import step_count
 
 
 class Reporting(CompletionReporting):
@@ -98,9 +99,12 @@ class Reporting(CompletionReporting):
         return self.timing.drain(idle_throughput=self.timing_idle_throughput)
 
     def log_due(self, step: int) -> bool:
-        """The logging cadence of training records: the first one, then whenever ``step`` is
-        at least ``logging_steps`` past the last logged one (every record when it is <= 1).
-        Marks ``step`` as logged when it is due."""
+        """The logging cadence of training records: the first one, then whenever the count of
+        ``steps_unit`` is at least ``logging_steps`` past the last logged one (every record
+        when it is <= 1). ``step`` is the record's env step, the count under
+        ``steps_unit='env'``. Marks the count as logged when it is due."""
+        if getattr(self.args, "steps_unit", "env") == "optimizer":
+            step = step_count(self)
         every, last = self.args.logging_steps, self._last_train_log_step
         if every <= 1 or last < 0 or step - last >= every:
             self._last_train_log_step = step

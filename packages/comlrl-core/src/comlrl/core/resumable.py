@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from comlrl.core.schedule import load_scheduler_states, scheduler_states
+from comlrl.core.step_cadence import cadence_state, load_cadence_state
 
 
 class Resumable:
@@ -95,14 +96,18 @@ class Resumable:
             self.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
 
     def _loop_state_dict(self) -> dict[str, Any]:
-        """The loop's position: data cursor, units done, and the env step counter."""
+        """The loop's position: data cursor, units done, the env step counter and the marks
+        of the step cadences (:mod:`comlrl.core.step_cadence`)."""
         return {
             "cursor": list(self.cursor),
             "global_batch": int(self.global_batch),
             "env_step": int(self.env_step),
+            "cadence": cadence_state(self),
         }
 
     def _load_loop_state_dict(self, state: dict[str, Any]) -> None:
+        # After the family state: the cadence marks are checked against the restored counters.
         self.cursor = (int(state["cursor"][0]), int(state["cursor"][1]))
         self.global_batch = int(state["global_batch"])
         self.env_step = int(state["env_step"])
+        load_cadence_state(self, state.get("cadence"), self._last_train_log_step)

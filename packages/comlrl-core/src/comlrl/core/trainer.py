@@ -14,7 +14,7 @@ import random
 from contextlib import AbstractContextManager
 from typing import Any
 
-from comlrl.core import evaluation, loop
+from comlrl.core import evaluation, loop, step_cadence
 from comlrl.core.buffer import RolloutBuffer
 from comlrl.core.compat_notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
@@ -220,11 +220,23 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
     def end_stage(self, stage: int) -> None:
         """Hook: end-of-stage work once the buffer's remainder has been used."""
 
+    def evaluation_due(self, unit) -> bool:
+        """Whether the loop evaluates before ``unit``: by ``eval_steps`` when it is set (the
+        step cadence of :mod:`comlrl.core.step_cadence`), otherwise by :meth:`eval_due`."""
+        every = self.args.eval_steps
+        if every is None:
+            return self.eval_due(unit)
+        return self.can_evaluate() and step_cadence.due(self, "eval", every)
+
+    def can_evaluate(self) -> bool:
+        """Whether there is anything to evaluate: an eval set and ``eval_num_samples`` > 0."""
+        return self.eval_dataset is not None and self.args.eval_num_samples > 0
+
     def eval_due(self, unit) -> bool:
-        """Whether to evaluate before ``unit``: an item position in it is a multiple of
-        ``eval_interval``."""
+        """The item cadence: whether an item position in ``unit`` is a multiple of
+        ``eval_interval`` (families with other units override it)."""
         a = self.args
-        if not a.eval_interval or self.eval_dataset is None or a.eval_num_samples == 0:
+        if not a.eval_interval or not self.can_evaluate():
             return False
         return loop.is_due(a.eval_interval, unit.start, unit.count)
 
@@ -254,7 +266,9 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         Checkpoints (see docs/checkpointing.md): with ``checkpoint_dir`` a checkpoint is written
         after every ``checkpoint_interval``-th epoch and after the last one, and, when
         ``checkpoint_every_batches`` is set, inside epochs after every n-th rollout batch.
-        ``checkpoint_total_limit`` keeps only the newest n. ``resume_from_checkpoint`` (a
+        ``checkpoint_total_limit`` keeps only the newest n. The config's ``save_steps`` adds
+        a save every n steps of ``steps_unit``; without ``checkpoint_dir`` those (and the final
+        one) go to ``<run dir>/checkpoints``. ``resume_from_checkpoint`` (a
         checkpoint, its directory's ``latest``, a run dir, or ``"latest"`` of ``checkpoint_dir``)
         continues a run exactly where that checkpoint left it, mid-epoch included. SIGINT or
         SIGTERM stop training after the current batch, write a checkpoint, and return with
@@ -265,6 +279,10 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         check_generation_kwargs(generation_kwargs)
         from comlrl.core.checkpoint.session import CheckpointSession
 
+        epoch_saves = checkpoint_dir is not None
+        if checkpoint_dir is None and self.args.save_steps is not None:
+            # save_steps alone: its checkpoints live in the run directory.
+            checkpoint_dir = os.path.join(self._ensure_logger().run_dir, "checkpoints")
         session = CheckpointSession(
             self,
             resume_from_checkpoint,
@@ -272,6 +290,8 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
             checkpoint_interval,
             checkpoint_total_limit,
             checkpoint_every_batches=checkpoint_every_batches,
+            save_steps=self.args.save_steps,
+            epoch_saves=epoch_saves,
         )
         self.generation_kwargs = dict(generation_kwargs)
         loop.TrainingLoop(self, session).run()

@@ -271,7 +271,7 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
     def eval_due(self, unit) -> bool:
         """Evaluate before every ``eval_interval``-th training unit."""
         every = self.args.eval_interval
-        if not every or self.eval_dataset is None or self.args.eval_num_samples == 0:
+        if not every or not self.can_evaluate():
             return False
         return self._unit_trains(unit) and self.units_done % every == 0
 

@@ -111,6 +111,8 @@ def _no_literal_key(name: str, value: Any) -> None:
 class _IterativePreferenceFields:
     """Fields shared by MADPOIterConfig and MARLHFIterConfig (checked by CommonConfig)."""
 
+    epochs_per_iteration: ClassVar[bool] = True
+
     num_iterations: int = knob(
         6, help="Online iterations: sample against the comparator, then train.", check=Integer(1)
     )

@@ -21,7 +21,9 @@ from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     CLIP_RATIO_C,
     JOINT_MODE,
+    LOSS_TYPE,
     NUM_GENERATIONS,
+    TRL_LOSS_TYPES,
 )
 from comlrl.reinforce.kl import check_kl_placement
 from comlrl.reinforce.presets import (
@@ -103,6 +105,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "None: use `loss_aggregation`.",
         check=Choice(LENGTH_NORMALIZATIONS, optional=True),
     )
+    loss_type: str | None = LOSS_TYPE(None)
     num_iterations: int = knob(
         1,
         help="Passes over each drained buffer (μ): every pass takes one optimizer step per "
@@ -172,6 +175,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )
         resolve_alias(self, "loss_length_normalization", "loss_aggregation", LENGTH_NORMALIZATIONS)
+        resolve_alias(self, "loss_type", "loss_aggregation", TRL_LOSS_TYPES)
         apply_preset(self)
         self._gspo_settings()
         self._refuse_inert_settings()

@@ -27,6 +27,7 @@ from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint
+from comlrl.core.step_cadence import due
 
 _log = logging.getLogger(__name__)
 _checks_passed_callbacks: list[Callable[[], None]] = []
@@ -58,7 +59,9 @@ class CheckpointSession:
     ``checkpoint_interval`` saves after every n-th epoch (and always after the last one);
     ``checkpoint_every_batches`` also saves inside epochs, after every n-th rollout batch of the
     run; ``checkpoint_total_limit`` keeps only this run's n newest checkpoints (the one this
-    session resumed from is kept as well). Without ``checkpoint_dir`` nothing is written.
+    session resumed from is kept as well). ``save_steps`` saves every n steps of the config's
+    ``steps_unit``; ``epoch_saves=False`` leaves out the per-epoch saves (the final one stays).
+    Without ``checkpoint_dir`` nothing is written.
     """
 
     def __init__(
@@ -69,6 +72,8 @@ class CheckpointSession:
         checkpoint_interval: int = 1,
         checkpoint_total_limit: int | None = None,
         checkpoint_every_batches: int | None = None,
+        save_steps: int | None = None,
+        epoch_saves: bool = True,
     ):
         _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False)
         _positive_int("checkpoint_total_limit", checkpoint_total_limit, allow_none=True)
@@ -78,6 +83,8 @@ class CheckpointSession:
         self.interval = checkpoint_interval
         self.limit = checkpoint_total_limit
         self.every_batches = checkpoint_every_batches
+        self.save_steps = save_steps
+        self.epoch_saves = epoch_saves
         self.fresh = resume_from_checkpoint is None
         self.reader: CheckpointReader | None = None
         self.resumed_from: str | None = None
@@ -311,7 +318,11 @@ class CheckpointSession:
         return path
 
     def after_batch(self) -> None:
-        """Save inside an epoch every ``checkpoint_every_batches`` batches."""
+        """Save every ``save_steps`` steps (:mod:`comlrl.core.step_cadence`), and inside an
+        epoch every ``checkpoint_every_batches`` batches."""
+        if self.save_steps is not None and due(self.trainer, "save", self.save_steps):
+            self.save("steps")
+            return
         if not self.every_batches or self.trainer.global_batch % self.every_batches:
             return
         size = self.trainer.checkpoint_loop_limits()[1]
@@ -321,7 +332,7 @@ class CheckpointSession:
     def after_epoch(self, last: bool) -> None:
         """Save after every ``checkpoint_interval``-th epoch and after the last one."""
         completed = self.trainer.cursor[0]
-        if last or completed % self.interval == 0:
+        if last or (self.epoch_saves and completed % self.interval == 0):
             self.save("final" if last else "epoch")
 
     def save_now(self, reason: str) -> str | None:

@@ -40,6 +40,7 @@ from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
 from comlrl.core.schedule import LR_SCHEDULERS, check_schedule
+from comlrl.core.step_cadence import STEP_UNITS
 
 NONFINITE_POLICIES = ("raise", "skip")
 # The per-token KL estimators (computed in comlrl.core.reference).
@@ -77,7 +78,17 @@ class CommonConfig:
         5.0e-6, help="AdamW learning rate of every agent's optimizer.", check=POSITIVE
     )
     logging_steps: int = knob(
-        50, help="Fewest environment steps between two training log records.", check=Integer(1)
+        10,
+        help="Fewest steps between two training log records, counted in `steps_unit` "
+        "(optimizer steps, as TRL's `logging_steps`); the first record is always logged.",
+        check=Integer(1),
+    )
+    steps_unit: str = knob(
+        "optimizer",
+        help="What `logging_steps`, `eval_steps` and `save_steps` count: `optimizer` steps "
+        "(the most any agent has taken, as TRL counts them) or `env` steps (joint actions "
+        "rolled out, the counter 1.4.3's `logging_steps` used).",
+        check=Choice(STEP_UNITS),
     )
     num_agents: int | None = knob(
         None,
@@ -160,6 +171,21 @@ class CommonConfig:
         help="Evaluate before every training item (preference family: update) whose index is a "
         "multiple of this; 0 never evaluates during training (see `eval_at_end`).",
         check=Integer(0),
+    )
+    eval_steps: int | None = knob(
+        None,
+        help="Evaluate whenever this many steps (`steps_unit`) have passed since the last "
+        "step-cadence evaluation, checked before each unit; replaces the item cadence "
+        "`eval_interval`. None: `eval_interval` decides.",
+        check=Integer(1, optional=True),
+    )
+    save_steps: int | None = knob(
+        None,
+        help="Write a checkpoint whenever this many steps (`steps_unit`) have passed since the "
+        "last one, checked after each unit; into `train(checkpoint_dir=...)`, or `<run "
+        "dir>/checkpoints` when none is given (then only these and the final checkpoint are "
+        "written). None: only `train()`'s checkpoint arguments decide.",
+        check=Integer(1, optional=True),
     )
     eval_num_samples: int = knob(
         4,
@@ -387,6 +413,8 @@ class CommonConfig:
 
     # The distributed modes a family supports (the preference family replicates its agents).
     distributed_modes: ClassVar[tuple[str, ...]] = DISTRIBUTED_MODES
+    # Whether `num_train_epochs` counts the epochs of each online iteration, not the run's.
+    epochs_per_iteration: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -77,3 +77,18 @@ CLIP_RATIO_C = Knob(
     "update; it must be > 1; None turns the dual clip off. Only with a ratio loss.",
     check=Number(1.0, min_inclusive=False, optional=True),
 )
+
+# TRL's GRPOTrainer `loss_type` names of what is here `loss_aggregation`.
+TRL_LOSS_TYPES = {
+    "grpo": "sequence_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "constant",
+}
+LOSS_TYPE = Knob(
+    help="TRL's name for the loss aggregation, accepted as an alias of `loss_aggregation`: "
+    "`grpo` = `sequence_mean`, `bnpo` and `dapo` = `token_mean` (pooled over ranks, as "
+    "`dapo`), `dr_grpo` = `constant`; None: `loss_aggregation` decides. Setting both to "
+    "disagreeing values raises.",
+    check=Choice(TRL_LOSS_TYPES, optional=True),
+)
