@@ -76,7 +76,9 @@ def test_save_steps_without_a_checkpoint_dir_write_into_the_run_dir(tmp_path):
     trainer = _trainer(tmp_path, save_steps=5)
     trainer.train()
     directory = os.path.join(str(tmp_path / "run"), "checkpoints")
-    saved = [json.load(open(os.path.join(p, "manifest.json"))) for _, p in list_checkpoints(directory)]
+    saved = [
+        json.load(open(os.path.join(p, "manifest.json"))) for _, p in list_checkpoints(directory)
+    ]
     reasons = [m.get("reason") for m in saved]
     # At 5 and 10 optimizer steps, then the final one; no per-epoch saves.
     assert reasons.count("steps") == 2 and reasons[-1] == "final", reasons

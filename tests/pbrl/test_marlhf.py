@@ -53,16 +53,32 @@ def test_reward_model_has_no_lm_head_and_pools_the_last_real_token():
     assert torch.equal(again.score_head.weight, rm.score_head.weight)
 
 
-def test_bradley_terry_accuracy_rises_above_chance():
-    model, tok = tiny_pair(seed=3)
-    rm = JointRewardModel.from_source(model, seed=0)
-    rng = random.Random(0)
+def _rm_trainer(tmp_path, **cfg):
+    """A MARLHF trainer: what the reward-model loop steps through (its config and ranks)."""
+    agents, tok = two_agents()
+    return MARLHFTrainer(
+        agents=agents,
+        tokenizer=tok,
+        train_dataset=PROMPTS[:2],
+        reward_func=ratio_reward,
+        args=_config(tmp_path, **cfg),
+    )
+
+
+def _bt_texts():
     topics = ["a cat", "the sea", "a robot", "winter", "a garden", "the moon", "a river", "a key"]
     winners, losers = [], []
     for t in topics:
         story = f"Write a story about {t}."
         winners.append(format_joint_text([story, story], ["the fox sang", "a long happy tale"]))
         losers.append(format_joint_text([story, story], ["", "no"]))
+    return winners, losers
+
+
+def test_bradley_terry_accuracy_rises_above_chance(tmp_path):
+    model, tok = tiny_pair(seed=3)
+    rm = JointRewardModel.from_source(model, seed=0)
+    winners, losers = _bt_texts()
     before = pair_accuracy(rm, tok, winners, losers, None)
     opt = torch.optim.AdamW(rm.parameters(), lr=3e-3)
     logged = []
@@ -72,16 +88,85 @@ def test_bradley_terry_accuracy_rises_above_chance():
         opt,
         winners,
         losers,
+        trainer=_rm_trainer(tmp_path),
         epochs=6,
         batch_size=4,
         max_length=None,
-        rng=rng,
+        rng=random.Random(0),
         log=logged.append,
     )
     after = pair_accuracy(rm, tok, winners, losers, None)
     assert after > 0.5 and after >= before
     assert metrics["reward_model/accuracy"] > 0.5
     assert logged[-1]["reward_model/loss"] < logged[0]["reward_model/loss"]
+
+
+def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
+    trainer = _rm_trainer(tmp_path, max_grad_norm=1e-3, nonfinite_loss="skip")
+    model, tok = tiny_pair(seed=3)
+    rm = JointRewardModel.from_source(model, seed=0)
+    winners, losers = _bt_texts()
+    opt = torch.optim.SGD(rm.parameters(), lr=1.0)
+    norms = []
+    trainer.gradient_sync_hooks.append(
+        lambda t, params: norms.append(
+            float(
+                torch.linalg.vector_norm(
+                    torch.stack([p.grad.norm() for p in params if p.grad is not None])
+                )
+            )
+        )
+    )
+    before = [p.detach().clone() for p in rm.parameters()]
+    train_reward_model(
+        rm,
+        tok,
+        opt,
+        winners,
+        losers,
+        trainer=trainer,
+        epochs=1,
+        batch_size=8,
+        max_length=None,
+        rng=random.Random(0),
+    )
+    # One SGD step of rate 1 moves the weights by the clipped gradient: norm 1e-3 at most.
+    moved_by = torch.linalg.vector_norm(
+        torch.stack([(p.detach() - b).norm() for p, b in zip(rm.parameters(), before)])
+    )
+    assert norms and norms[0] > 1e-3
+    assert float(moved_by) == pytest.approx(1e-3, rel=1e-3)
+
+    with torch.no_grad():
+        next(rm.parameters()).fill_(float("nan"))
+    with pytest.warns(UserWarning, match="Skipping a non-finite reward-model loss"):
+        train_reward_model(
+            rm,
+            tok,
+            opt,
+            winners,
+            losers,
+            trainer=trainer,
+            epochs=1,
+            batch_size=8,
+            max_length=None,
+            rng=random.Random(0),
+        )
+    assert trainer.skipped_nonfinite == 1
+    strict = _rm_trainer(tmp_path / "strict")
+    with pytest.raises(FloatingPointError, match="reward-model loss"):
+        train_reward_model(
+            rm,
+            tok,
+            opt,
+            winners,
+            losers,
+            trainer=strict,
+            epochs=1,
+            batch_size=8,
+            max_length=None,
+            rng=random.Random(0),
+        )
 
 
 @pytest.mark.parametrize("algorithm", ["magrpo", "iac"])

@@ -28,8 +28,9 @@ from comlrl.ac.values import (
 from comlrl.core.backbone import backbone_of
 from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches
-from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.train_step import Target, train_step
 
 
 class IACTrainer(ActorCriticTrainerBase):
@@ -229,43 +230,43 @@ class IACTrainer(ActorCriticTrainerBase):
         lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
         size = len(batch)
         divisors = advantage_divisors(self, batch)
-        opt.zero_grad(set_to_none=True)
-        actor_total, err_total = 0.0, 0.0
-        log = StepLog()
+
+        def part_loss(idx):
+            lp, values = logprobs_and_values(
+                model,
+                head,
+                [batch[j].prompt_ids for j in idx],
+                [batch[j].completion_ids for j in idx],
+                pad,
+                value_at,
+                temperature=a.temperature,
+            )
+            device = values.device
+            w = torch.tensor(
+                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=device
+            )
+            t = torch.tensor(
+                [batch[j].value_target for j in idx], dtype=values.dtype, device=device
+            )
+            o = torch.tensor([batch[j].old_value for j in idx], dtype=values.dtype, device=device)
+            policy_loss, metrics = actor_loss(a, lp, w, [batch[j] for j in idx])
+            err = value_error(values, t, o, a.value_clip_range)
+            loss = policy_loss + a.value_loss_coef * err.sum() / size
+            parts = {"actor_sum": policy_loss.item(), "error_sum": err.detach().sum().item()}
+            return loss, {**metrics, **parts}
+
         with dropout_off(model):  # as the rollout sampled (see comlrl.core.dropout)
-            for idx in micro_batches(lengths, a.logprob_max_tokens):
-                lp, values = logprobs_and_values(
-                    model,
-                    head,
-                    [batch[j].prompt_ids for j in idx],
-                    [batch[j].completion_ids for j in idx],
-                    pad,
-                    value_at,
-                    temperature=a.temperature,
-                )
-                device = values.device
-                w = torch.tensor(
-                    [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=device
-                )
-                t = torch.tensor(
-                    [batch[j].value_target for j in idx], dtype=values.dtype, device=device
-                )
-                o = torch.tensor(
-                    [batch[j].old_value for j in idx], dtype=values.dtype, device=device
-                )
-                policy_loss, metrics = actor_loss(a, lp, w, [batch[j] for j in idx])
-                err = value_error(values, t, o, a.value_clip_range)
-                loss = policy_loss + a.value_loss_coef * err.sum() / size
-                what = f"{self.algorithm_name} actor+value (agent {agent}) loss"
-                if not loss_is_usable(self, loss, what, [opt]):
-                    return None
-                loss.backward()
-                actor_total += policy_loss.item()
-                err_total += err.detach().sum().item()
-                log.add(metrics)
-        params = list(model.parameters()) + list(head.parameters())
-        norm = apply_step(self, params, opt, agent=agent)
-        return actor_total, err_total / size, norm, log.means()
+            step = train_step(
+                self,
+                Target(list(model.parameters()) + list(head.parameters()), opt, agent),
+                micro_batches(lengths, a.logprob_max_tokens),
+                part_loss,
+                what=f"{self.algorithm_name} actor+value (agent {agent}) loss",
+            )
+        if step is None:
+            return None
+        ratio = {k: v for k, v in step.means().items() if k not in ("actor_sum", "error_sum")}
+        return step.total("actor_sum"), step.total("error_sum") / size, step.grad_norm, ratio
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:

@@ -16,7 +16,7 @@ from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
 from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches, score_parts
-from comlrl.core.optim import apply_step, loss_is_usable
+from comlrl.core.train_step import Target, train_step
 
 
 def mean_or_nan(values: Sequence[float]) -> float:
@@ -45,7 +45,7 @@ class StepLog:
 class OptimizationSteps:
     """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``, ``agents``,
     ``agent_optimizers``, ``tokenizers``, ``algorithm_name`` and ``pooled_moments``; steps go
-    through :func:`comlrl.core.optim.apply_step`."""
+    through :func:`comlrl.core.train_step.train_step`."""
 
     def _actor_batches(
         self, samples: list[RolloutSample], rng: random.Random
@@ -96,9 +96,6 @@ class OptimizationSteps:
         norm and the ratio's metrics (none on-policy)."""
         model, opt = self.agents[agent], self.agent_optimizers[agent]
         pad = self.tokenizers[agent].pad_token_id
-        opt.zero_grad(set_to_none=True)
-        total = 0.0
-        log = StepLog()
         parts = score_parts(
             model,
             [s.prompt_ids for s in batch],
@@ -110,24 +107,27 @@ class OptimizationSteps:
             temperature=self.args.temperature,  # the rollout's sampler
         )
         divisors = advantage_divisors(self, batch)
+
+        def part_loss(part):
+            idx, lp = part
+            w = torch.tensor(
+                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
+            )
+            return actor_loss(self.args, lp, w, [batch[j] for j in idx])
+
         # The parts run their forwards as they are reached, so inside the scope: no dropout, as
         # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
         with dropout_off(model):
-            for idx, lp in parts:
-                w = torch.tensor(
-                    [advs[j] / divisors[j] for j in idx],
-                    dtype=torch.float32,
-                    device=lp.values.device,
-                )
-                loss, metrics = actor_loss(self.args, lp, w, [batch[j] for j in idx])
-                what = f"{self.algorithm_name} actor (agent {agent}) loss"
-                if not loss_is_usable(self, loss, what, [opt]):
-                    return None
-                loss.backward()
-                total += loss.item()
-                log.add(metrics)
-        norm = apply_step(self, model.parameters(), opt, agent=agent)
-        return total, norm, log.means()
+            step = train_step(
+                self,
+                Target(model.parameters(), opt, agent),
+                parts,
+                part_loss,
+                what=f"{self.algorithm_name} actor (agent {agent}) loss",
+            )
+        if step is None:
+            return None
+        return step.loss, step.grad_norm, step.means()
 
     def _critic_step(
         self,
@@ -146,13 +146,12 @@ class OptimizationSteps:
         sums over them, exactly as if each were encoded alone. Distinct rows go through padded
         forwards in length order, cut by ``logprob_max_tokens``."""
         a = self.args
-        opt.zero_grad(set_to_none=True)
-        total = 0.0
         members: dict[tuple[int, ...], list[int]] = {}
         for j, r in enumerate(rows):
             members.setdefault(tuple(r), []).append(j)
         distinct = sorted(members, key=len)
-        for idx in micro_batches([len(r) for r in distinct], a.logprob_max_tokens):
+
+        def part_loss(idx):
             values = critic.last_token_values([list(distinct[u]) for u in idx], pad_id)
             # expand each distinct row's value to the samples that share it
             owners = [(pos, j) for pos, u in enumerate(idx) for j in members[distinct[u]]]
@@ -162,11 +161,15 @@ class OptimizationSteps:
             o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
             err = value_error(values, t, o, a.value_clip_range)
             loss = a.value_loss_coef * err.sum() / len(rows)
-            if not loss_is_usable(
-                self, loss, f"{self.algorithm_name} critic ({label}) loss", [opt]
-            ):
-                return None
-            loss.backward()
-            total += err.detach().sum().item()
-        apply_step(self, critic.parameters(), opt)
-        return total / len(rows)
+            return loss, {"error_sum": err.detach().sum().item()}
+
+        step = train_step(
+            self,
+            Target(critic.parameters(), opt),
+            micro_batches([len(r) for r in distinct], a.logprob_max_tokens),
+            part_loss,
+            what=f"{self.algorithm_name} critic ({label}) loss",
+        )
+        if step is None:
+            return None
+        return step.total("error_sum") / len(rows)

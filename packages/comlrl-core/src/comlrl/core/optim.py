@@ -93,6 +93,7 @@ def apply_step(
     optimizer: Any,
     *,
     agent: int | None = None,
+    scheduled: bool = True,
 ) -> float:
     """The one optimizer step every family takes once its backward passes are done.
 
@@ -101,7 +102,8 @@ def apply_step(
     the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
     reward models pass None), the rollout backend then hears that its weights changed, so a
     backend holding its own copy of the weights can refresh it. With an ``lr_scheduler_type``
-    the optimizer's scheduler steps right after it (:mod:`comlrl.core.schedule`). Returns the
+    the optimizer's scheduler steps right after it (:mod:`comlrl.core.schedule`), unless
+    ``scheduled`` is False (a reward model's rate stays constant). Returns the
     gradient norm before clipping (NaN when no parameter has a gradient).
     """
     from comlrl.core.schedule import count_step, scheduler_for
@@ -112,7 +114,7 @@ def apply_step(
     if params:
         max_norm = trainer.args.max_grad_norm
         norm = clip_gradients(params, max_norm if max_norm is not None else float("inf"))
-    scheduler = scheduler_for(trainer, optimizer)
+    scheduler = scheduler_for(trainer, optimizer) if scheduled else None
     optimizer.step()
     if scheduler is not None:
         scheduler.step()

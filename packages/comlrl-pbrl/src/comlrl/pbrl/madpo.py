@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.optim import build_adamw
+from comlrl.core.train_step import Target, accumulate_gradients, train_step
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.dpo import DPOOutput
@@ -37,15 +38,34 @@ class DPOMixin:
         self.updates_seen = 0
 
     def compute_dpo_loss(self, pairs: Sequence[PreferencePair], *, backward: bool) -> DPOOutput:
-        """The joint DPO loss of ``pairs``; with ``backward`` its gradients are accumulated.
+        """The joint DPO loss of ``pairs``; with ``backward`` its gradients are accumulated
+        (:func:`comlrl.core.train_step.accumulate_gradients`).
 
         Each distinct winner or loser row is scored once per group of pairs, an actor's rows
         in a few padded forwards of similar lengths. Without a ``logprob_max_tokens`` cap every
         pair is in one group; with it, pairs are grouped so each actor's rows of a group fit the
         cap, and each group's share of the loss is backpropagated before the next group is
         scored (the loss is a mean over pairs, so the gradient is the same; see
-        :mod:`comlrl.pbrl.pair_batches`).
+        :mod:`comlrl.pbrl.pair_batches`). A non-finite group's output is returned as it is.
         """
+        groups, refs = self._dpo_plan(pairs, backward)
+        if not backward:
+            return self._dpo_part(pairs, groups[0], refs, grad=False)
+        parts: list[DPOOutput] = []
+        done = accumulate_gradients(
+            self,
+            groups,
+            self._group_losses(pairs, refs, parts),
+            what="DPO loss",
+            optimizers=self.optimizers,
+        )
+        if done is None:
+            return parts[-1]
+        return _merge_parts(parts, groups, len(pairs))
+
+    def _dpo_plan(self, pairs: Sequence[PreferencePair], grad: bool):
+        """The pair groups (one without gradients) and each actor's reference log-probs of
+        the winners and losers (None when reference-free)."""
         a = self.args
         n = len(pairs)
         ref_c = ref_r = None
@@ -61,39 +81,49 @@ class DPOMixin:
                 torch.tensor([p.reference_logps[i][1] for p in pairs])
                 for i in range(self.num_agents)
             ]
-        budget = a.logprob_max_tokens
-        groups = pair_groups(pairs, budget) if backward else [list(range(n))]
-        parts: list[DPOOutput] = []
-        for group in groups:
-            members = [pairs[j] for j in group]
-            with torch.enable_grad() if backward else torch.no_grad():
-                chosen, rejected = [], []
-                for i in range(self.num_agents):
-                    # winners then losers; the engine scores each distinct row once
-                    values = self.sequence_logps(
-                        i,
-                        [p.prompt_ids[i] for p in members] * 2,
-                        [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
-                        grad=backward,
-                    )
-                    values = owned_rows(values, members, i)
-                    chosen.append(values[: len(members)])
-                    rejected.append(values[len(members) :])
-                part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
-                    chosen,
-                    rejected,
-                    a.dpo_beta,
-                    None if ref_c is None else [r[group] for r in ref_c],
-                    None if ref_r is None else [r[group] for r in ref_r],
+        groups = pair_groups(pairs, a.logprob_max_tokens) if grad else [list(range(n))]
+        return groups, (ref_c, ref_r)
+
+    def _dpo_part(self, pairs, group: list[int], refs, *, grad: bool) -> DPOOutput:
+        """The DPO output of the pairs at ``group``."""
+        a = self.args
+        ref_c, ref_r = refs
+        members = [pairs[j] for j in group]
+        with torch.enable_grad() if grad else torch.no_grad():
+            chosen, rejected = [], []
+            for i in range(self.num_agents):
+                # winners then losers; the engine scores each distinct row once
+                values = self.sequence_logps(
+                    i,
+                    [p.prompt_ids[i] for p in members] * 2,
+                    [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
+                    grad=grad,
                 )
-                if a.dpo_nll_coef:
-                    part.loss = part.loss + a.dpo_nll_coef * winner_nll(chosen, members)
-            if not torch.isfinite(part.loss):
-                return part
-            if backward:
-                (part.loss * (len(group) / n)).backward()
+                values = owned_rows(values, members, i)
+                chosen.append(values[: len(members)])
+                rejected.append(values[len(members) :])
+            part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
+                chosen,
+                rejected,
+                a.dpo_beta,
+                None if ref_c is None else [r[group] for r in ref_c],
+                None if ref_r is None else [r[group] for r in ref_r],
+            )
+            if a.dpo_nll_coef:
+                part.loss = part.loss + a.dpo_nll_coef * winner_nll(chosen, members)
+        return part
+
+    def _group_losses(self, pairs, refs, parts: list[DPOOutput]):
+        """``loss_of`` for the step driver: a group's share of the mean loss over ``pairs``;
+        each group's output is kept in ``parts``."""
+        n = len(pairs)
+
+        def loss_of(group: list[int]) -> torch.Tensor:
+            part = self._dpo_part(pairs, group, refs, grad=True)
             parts.append(part)
-        return _merge_parts(parts, groups, n)
+            return part.loss * (len(group) / n)
+
+        return loss_of
 
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
         """As the base's; the time counts towards ``timing/update``."""
@@ -102,18 +132,21 @@ class DPOMixin:
 
     def dpo_update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
         """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped)."""
-        a = self.args
         for m in self.agents:
             m.train()
-        for opt in self.optimizers:
-            opt.zero_grad(set_to_none=True)
-        out = self.compute_dpo_loss(pairs, backward=True)
-        if not loss_is_usable(self, out.loss, "DPO loss", self.optimizers):
+        groups, refs = self._dpo_plan(pairs, True)
+        parts: list[DPOOutput] = []
+        # Every rank passes all parameters, so the gradient all-reduce lines up.
+        targets = [
+            Target(self.agents[i].parameters(), self.optimizers[i], i) for i in self._stepping
+        ]
+        step = train_step(
+            self, targets, groups, self._group_losses(pairs, refs, parts), what="DPO loss"
+        )
+        if step is None:
             return None
-        metrics = out.metrics(a.dpo_beta)
-        for i in self._stepping:
-            # Every rank passes all parameters, so the gradient all-reduce lines up.
-            norm = apply_step(self, self.agents[i].parameters(), self.optimizers[i], agent=i)
+        metrics = _merge_parts(parts, groups, len(pairs)).metrics(self.args.dpo_beta)
+        for i, norm in zip(self._stepping, step.grad_norms):
             if not math.isnan(norm):
                 metrics[f"agent_{i}/grad_norm"] = norm
         self.updates_seen += 1

@@ -18,8 +18,10 @@ import torch
 import torch.nn.functional as F
 
 from comlrl.core.backbone import backbone_of, hidden_size_of
+from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.models import model_load_kwargs, unresolved_model
 from comlrl.core.quiet import quiet_hub_progress
+from comlrl.core.train_step import Target, train_step
 
 JOINT_HEADER = "Joint multi-agent response"
 # How a row's hidden states become the one vector the head scores.
@@ -189,47 +191,55 @@ def train_reward_model(
     winners: Sequence[str],
     losers: Sequence[str],
     *,
+    trainer: Any,
     epochs: int,
     batch_size: int,
     max_length: int | None,
     rng: random.Random,
     log=None,
-    data_parallel: DataParallel | None = None,
 ) -> dict[str, float]:
     """Bradley-Terry training; ``log(metrics)`` is called after every epoch with the epoch's mean
     ``reward_model/loss`` and ``reward_model/accuracy``. Returns the last epoch's metrics.
 
-    With ``data_parallel`` (a multi-process run) every rank shuffles the same order, scores its
-    share of each batch and averages gradients with the others, so all ranks keep one model.
+    Every step goes through the trainer's step driver (:func:`comlrl.core.train_step.train_step`),
+    so ``max_grad_norm`` clips it and ``nonfinite_loss`` decides what a non-finite loss does (a
+    skipped batch is counted as the policies' are); the learning rate stays constant (no
+    ``lr_scheduler_type``: the schedule counts agent steps). In a multi-process run every rank
+    shuffles the same order, scores its share of each batch and averages gradients with the
+    others, so all ranks keep one model.
     """
-    dp = data_parallel or DataParallel()
     model.train()
+    world = trainer.dist.world_size
+    target = Target(params_of(optimizer), optimizer, scheduled=False)
     order = list(range(len(winners)))
     metrics: dict[str, float] = {}
     for epoch in range(epochs):
         rng.shuffle(order)
-        loss_sum, correct = 0.0, 0
+        loss_sum, correct = 0.0, 0.0
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
-            mine = dp.share(idx)
-            optimizer.zero_grad(set_to_none=True)
-            if mine:
+
+            def loss_of(rows: list[int], size: int = len(idx)):
                 loss, margins = bradley_terry_step(
                     model,
                     tokenizer,
-                    [winners[i] for i in mine],
-                    [losers[i] for i in mine],
+                    [winners[i] for i in rows],
+                    [losers[i] for i in rows],
                     max_length,
                 )
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"Non-finite reward-model loss ({loss.item()}).")
-                # this rank's share of the batch mean; the ranks' gradients are then summed
-                (loss * len(mine) / len(idx) * dp.world_size).backward()
-                loss_sum += loss.item() * len(mine)
-                correct += int((margins > 0).sum())
-            dp.sync(params_of(optimizer))
-            optimizer.step()
-        loss_sum, correct = dp.total(loss_sum), dp.total(correct)
+                seen = {"loss_sum": loss.item() * len(rows), "correct": float((margins > 0).sum())}
+                # this rank's share of the batch mean; the ranks' gradients are then averaged
+                return loss * len(rows) / size * world, seen
+
+            mine = trainer.rank_share(idx)
+            step = train_step(
+                trainer, target, [mine] if mine else [], loss_of, what="reward-model loss"
+            )
+            if step is not None:
+                loss_sum += step.total("loss_sum")
+                correct += step.total("correct")
+        loss_sum = all_reduce_sum(loss_sum, trainer.dist)
+        correct = all_reduce_sum(correct, trainer.dist)
         metrics = {
             "reward_model/loss": loss_sum / max(1, len(order)),
             "reward_model/accuracy": correct / max(1, len(order)),
@@ -239,24 +249,6 @@ def train_reward_model(
             log(metrics)
     model.eval()
     return metrics
-
-
-class DataParallel:
-    """How a training loop shares its batches between processes: a single process by default
-    (every hook a no-op). A trainer passes its own rank share, gradient sync and sum."""
-
-    world_size = 1
-
-    def share(self, rows: list) -> list:
-        """This process's part of ``rows``."""
-        return rows
-
-    def sync(self, params: list) -> None:
-        """Average the gradients of ``params`` over processes."""
-
-    def total(self, value: float) -> float:
-        """``value`` summed over processes."""
-        return value
 
 
 def params_of(optimizer: torch.optim.Optimizer) -> list:

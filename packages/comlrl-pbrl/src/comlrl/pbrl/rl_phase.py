@@ -7,9 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.registry import PROVIDERS, load_algorithm
-from comlrl.pbrl.reward_model import DataParallel, format_joint_text, score_texts
+from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
@@ -38,23 +37,6 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         values.pop("collaboration_mode")
     values.pop("output_dir", None)
     return cls(**values)
-
-
-class TrainerDataParallel(DataParallel):
-    """A trainer's rank share, gradient averaging and sums, for the reward-model loop."""
-
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
-        self.world_size = trainer.dist.world_size
-
-    def share(self, rows: list) -> list:
-        return self.trainer.rank_share(rows)
-
-    def sync(self, params: list) -> None:
-        self.trainer.sync_gradients(params)
-
-    def total(self, value: float) -> float:
-        return all_reduce_sum(value, self.trainer.dist)
 
 
 def resolve_rl_algorithm(name: str):

@@ -27,7 +27,7 @@ from typing import Any
 import torch.nn.functional as F
 
 from comlrl.pbrl.reward_model import format_joint_text, score_texts, train_reward_model
-from comlrl.pbrl.rl_phase import TrainerDataParallel, mean_joint_scores
+from comlrl.pbrl.rl_phase import mean_joint_scores
 
 
 def split_heldout(pairs: Sequence, fraction: float, seed: str) -> tuple[list, list]:
@@ -180,7 +180,7 @@ class RewardModelTraining:
             self.log_record(epoch_metrics)
 
         metrics = train_reward_model(
-            data_parallel=TrainerDataParallel(self),
+            trainer=self,
             model=self.reward_model,
             tokenizer=self.reward_tokenizer,
             optimizer=self.reward_optimizer,

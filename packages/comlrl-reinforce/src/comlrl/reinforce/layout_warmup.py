@@ -16,9 +16,10 @@ from typing import Any
 
 from comlrl.core.distributed import item_seed
 from comlrl.core.logprobs import score
-from comlrl.core.optim import apply_step, build_adamw
+from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
+from comlrl.core.train_step import Target, train_step
 
 WARMUP_BATCH = 8
 
@@ -77,15 +78,18 @@ def warm_up_layout(trainer: Any, steps: int) -> dict[str, float]:
     was_training = model.training
     model.train()
     losses = []
-    for _ in range(steps):
-        batch = rng.sample(pairs, min(WARMUP_BATCH, len(pairs)))
+
+    def nll(batch):
         logps = score(model, [p for p, _ in batch], [c for _, c in batch], pad_id=pad, grad=True)
         mask = logps.mask.to(logps.values.dtype)
-        loss = -(logps.values * mask).sum() / mask.sum().clamp(min=1.0)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        apply_step(trainer, model.parameters(), optimizer, agent=0)
-        losses.append(float(loss.detach()))
+        return -(logps.values * mask).sum() / mask.sum().clamp(min=1.0)
+
+    for _ in range(steps):
+        batch = rng.sample(pairs, min(WARMUP_BATCH, len(pairs)))
+        target = Target(model.parameters(), optimizer, agent=0)
+        step = train_step(trainer, target, [batch], nll, what="layout warm-up loss")
+        if step is not None:
+            losses.append(step.loss)
     model.train(was_training)
     if not losses:
         return {}

@@ -19,12 +19,13 @@ from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logprobs import score_parts
-from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.optim import build_adamw
 from comlrl.core.ratio import padded_rows
 from comlrl.core.reference import reference_models_for
 from comlrl.core.rewards.report import agent_reward_metrics, node_agent_reward_mean
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.tree import TreeNode, agent_returns
+from comlrl.core.train_step import Target, train_step
 from comlrl.core.trainer import TrainerBase
 from comlrl.reinforce.advantages import (
     batch_normalize,
@@ -286,8 +287,6 @@ class MAGRPOTrainer(TrainerBase):
         )
         policy_loss = self.policy_loss
         pad = self.tokenizers[agent].pad_token_id
-        opt.zero_grad(set_to_none=True)
-        total = 0.0
         # A node's K completions share its prompt; the planner encodes it once per micro-batch
         # where that pays (planning.sharing_pays). Rows stay as they are (no dedupe).
         parts = score_parts(
@@ -299,7 +298,9 @@ class MAGRPOTrainer(TrainerBase):
             dedupe=False,
             temperature=a.temperature,  # the rollout's sampler, as the old and reference scores
         )
-        for idx, lp in parts:
+
+        def part_loss(part):
+            idx, lp = part
             device = lp.values.device
             old = None
             if policy_loss.needs_old_logps:
@@ -313,14 +314,20 @@ class MAGRPOTrainer(TrainerBase):
                 term, kl_metrics = kl_loss_term(lp, ref, row_w, a.beta, loss_estimator(a))
                 loss = loss + term
                 metrics = {**metrics, **kl_metrics}
-            if not loss_is_usable(self, loss, f"MAGRPO loss of agent {agent}", [opt]):
-                return None, None, {}
-            loss.backward()
-            total += loss.item()
-            for key, value in metrics.items():
-                found.setdefault(key, []).append(value)
-        norm = apply_step(self, model.parameters(), opt, agent=agent)
-        return total, norm, {key: float(np.mean(v)) for key, v in found.items()}
+            return loss, metrics
+
+        step = train_step(
+            self,
+            Target(model.parameters(), opt, agent),
+            parts,
+            part_loss,
+            what=f"MAGRPO loss of agent {agent}",
+        )
+        if step is None:
+            return None, None, {}
+        for key, values in step.metrics.items():
+            found.setdefault(key, []).extend(values)
+        return step.loss, step.grad_norm, {key: float(np.mean(v)) for key, v in found.items()}
 
     def _token_total(self, lengths: list[int], keep) -> float | None:
         """``token_mean``'s divisor under several processes (the ranks' mini-batches share
