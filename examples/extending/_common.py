@@ -4,8 +4,9 @@ from comlrl.core.testing import tiny_model_dir
 from comlrl.tasks.length_ratio import dataset, length_ratio_reward, story_prompt
 
 
-def tiny_run(trainer_cls, config_cls, out: str, **settings):
-    """A two-agent length-ratio trainer of ``trainer_cls`` with a few quick settings."""
+def tiny_run(trainer_cls, config_cls, out: str, inputs: dict | None = None, **settings):
+    """A two-agent length-ratio trainer of ``trainer_cls`` with a few quick settings
+    (``settings`` go to the config, ``inputs`` to the trainer, e.g. a ``critic_model``)."""
     config = config_cls(
         num_train_epochs=1,
         num_generations=4,
@@ -29,4 +30,5 @@ def tiny_run(trainer_cls, config_cls, out: str, **settings):
         reward_func=length_ratio_reward,
         formatters=[story_prompt, story_prompt],
         args=config,
+        **(inputs or {}),
     )

@@ -60,7 +60,10 @@ COMMON = {
         st.floats(0.0, 1.0),
         st.one_of(st.floats(-1, -0.01), st.floats(1.01, 3), st.just(float("nan"))),
     ),
-    "policy_loss": (st.sampled_from(["reinforce", "ppo"]), st.sampled_from(["gspo", "", None, 3])),
+    "policy_loss": (
+        st.sampled_from(["reinforce", "ppo", "gspo"]),
+        st.sampled_from(["clipped", "", None, 3]),
+    ),
     "num_iterations": (st.integers(1, 8), bad_pos_int),
     "epsilon": (
         st.floats(1e-6, 0.999),

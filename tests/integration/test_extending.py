@@ -7,6 +7,8 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
+
 from comlrl.core.logging.jsonl import read_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "extending"
@@ -41,6 +43,60 @@ def test_a_registered_loss_trains_by_name(tmp_path):
         # one update per rollout, so every ratio starts at 1 (old log-probs taken at rollout)
         assert math.isfinite(r["agent_0/ratio_mean"]) and abs(r["agent_1/ratio_mean"] - 1) < 0.2
         assert 0.0 <= r["agent_0/clip_fraction"] <= 1.0
+
+
+def _family_trainer(name, out):
+    """A short length-ratio trainer of family ``name`` whose policy loss is the example's."""
+    from comlrl.ac import IACConfig, IACTrainer, MAACConfig, MAACTrainer
+    from comlrl.core.testing import tiny_model_dir
+    from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
+
+    sys.path.insert(0, str(EXAMPLES))
+    from _common import tiny_run
+
+    if name == "iac":
+        return tiny_run(
+            IACTrainer, IACConfig, out, policy_loss="sequence_ratio", use_separate_critic=False
+        )
+    if name == "maac":
+        critic = {"critic_model": tiny_model_dir()}
+        return tiny_run(MAACTrainer, MAACConfig, out, critic, policy_loss="sequence_ratio")
+    rl = name.removeprefix("marlhf_")
+    return tiny_run(
+        MARLHFTrainer,
+        MARLHFConfig,
+        out,
+        policy_loss="sequence_ratio",
+        rl_algorithm=rl,
+        preference_num_candidates=2,
+        reward_learning_rate=1e-3,
+        **({"use_separate_critic": False} if rl == "iac" else {}),
+    )
+
+
+@pytest.mark.parametrize("family", ["iac", "maac", "marlhf_magrpo", "marlhf_iac"])
+def test_the_registered_loss_trains_every_policy_family_by_name(tmp_path, family):
+    from comlrl.core import algos
+
+    real = _load("custom_loss").sequence_ratio_loss
+    calls = []
+
+    def counting(*args):
+        calls.append(args[1] is not None)  # the rollout's log-probs come with every call
+        return real(*args)
+
+    counting.needs_old_logps = True
+    registry = algos._REGISTRIES["policy_loss"]
+    registry["sequence_ratio"] = counting  # what the name resolves to while this run trains
+    try:
+        trainer = _family_trainer(family, str(tmp_path / "run"))
+        policy = getattr(trainer, "rl_trainer", trainer)
+        before = [_weights(m) for m in policy.agents]
+        trainer.train()
+    finally:
+        registry["sequence_ratio"] = real
+    assert calls and all(calls)
+    assert all(_moved(m, b) for m, b in zip(policy.agents, before))
 
 
 def test_the_sequence_ratio_loss_matches_hand_values():

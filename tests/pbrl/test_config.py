@@ -169,6 +169,11 @@ MADPO_ONLY = dict(
 
 RLHF = dict(
     [
+        simple(
+            "policy_loss",
+            st.sampled_from(["reinforce", "ppo", "gspo"]),
+            st.sampled_from(["clipped", "", 3]),
+        ),
         (
             "rl_algorithm",
             (

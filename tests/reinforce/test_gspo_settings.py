@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from comlrl.core.logprobs import TokenLogprobs
+from comlrl.core.policy_losses import gspo_loss
 from comlrl.core.ratio import SEQUENCE_LOG_RATIO_MAX
 from comlrl.reinforce import MAGRPOConfig
-from comlrl.reinforce.losses import gspo_loss, row_weights
+from comlrl.reinforce.losses import row_weights
 
 
 def _row_gradients(aggregation):

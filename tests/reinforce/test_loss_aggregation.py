@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from comlrl.core.logprobs import TokenLogprobs
+from comlrl.core.policy_losses import reinforce_loss
 from comlrl.reinforce import MAGRPOConfig
-from comlrl.reinforce.losses import reinforce_loss, row_weights, token_mean_total
+from comlrl.reinforce.losses import row_weights, token_mean_total
 
 from .helpers import make_trainer
 

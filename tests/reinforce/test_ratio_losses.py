@@ -9,9 +9,9 @@ import torch
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
+from comlrl.core.policy_losses import gspo_loss, ppo_loss, reinforce_loss
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
-from comlrl.reinforce.losses import gspo_loss, ppo_loss, reinforce_loss
 
 from .helpers import PROMPTS, length_reward, make_config, make_trainer
 

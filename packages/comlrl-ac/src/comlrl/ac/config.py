@@ -11,8 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core import algos
 from comlrl.core.config.base import POSITIVE, CommonConfig
-from comlrl.core.config.fields import Choice, FallsBackTo, Integer, Noted, Number, knob
+from comlrl.core.config.fields import (
+    Choice,
+    FallsBackTo,
+    Integer,
+    Noted,
+    Number,
+    Registered,
+    knob,
+)
 from comlrl.core.config.knobs import (
     CLIP_RATIO_C,
     CRITIC_DEVICES,
@@ -32,15 +41,12 @@ from comlrl.core.devices import validate_device_spec
 
 __all__ = [
     "ACTOR_AGGREGATIONS",
-    "ACTOR_LOSSES",
     "CRITIC_TYPES",
     "ActorCriticConfig",
     "IACConfig",
     "MAACConfig",
 ]
 
-# The actor's loss: the on-policy REINFORCE-with-baseline loss, or PPO's clipped token ratio.
-ACTOR_LOSSES = ("reinforce", "ppo")
 # How the actor's token log-probs make the mini-batch loss (see ActorCriticConfig).
 ACTOR_AGGREGATIONS = ("sum", "sequence_mean", "token_mean")
 _DEFAULT_EPSILON = 0.2
@@ -73,11 +79,13 @@ class ActorCriticConfig(CommonConfig):
     )
     policy_loss: str = knob(
         "reinforce",
-        help="The actor's loss: `reinforce` weights each completion's summed log-probability "
+        help="The actor's loss, a registered policy loss (comlrl.core.algos."
+        "register_policy_loss): `reinforce` weights each completion's summed log-probability "
         "by its advantage (on-policy, as in 1.4.3); `ppo` clips a per-token ratio to the "
         "rollout policy's log-probs (IAC becomes IPPO, MAAC becomes MAPPO) and logs "
-        "`agent_{i}/clip_fraction` and `agent_{i}/approx_kl`.",
-        check=Choice(ACTOR_LOSSES),
+        "`agent_{i}/clip_fraction` and `agent_{i}/approx_kl`; `gspo` clips one ratio per "
+        "completion; or a loss registered by name.",
+        check=Registered("policy_loss"),
     )
     num_iterations: int = knob(
         1,
@@ -147,10 +155,11 @@ class ActorCriticConfig(CommonConfig):
         self.loss_aggregation = meant
 
     def _check_actor_loss(self) -> None:
-        """Reusing a rollout or setting a clip range needs the ratio loss."""
-        if self.policy_loss == "ppo":
+        """Reusing a rollout or setting a clip range needs a ratio loss (one that reads the
+        rollout's log-probs)."""
+        if algos.get("policy_loss", self.policy_loss, "policy_loss").needs_old_logps:
             return
-        fix = "set policy_loss='ppo' for clipped updates"
+        fix = "set policy_loss='ppo' (or another ratio loss) for clipped updates"
         if self.num_iterations > 1:
             raise ValueError(
                 f"num_iterations={self.num_iterations} reuses each rollout, but "

@@ -1,25 +1,31 @@
-"""The actor's loss of the actor-critic family: on-policy REINFORCE with the critic's
-advantage (``policy_loss="reinforce"``, as in 1.4.3), or PPO's clipped token ratio to the
-rollout policy (``policy_loss="ppo"``), which makes IAC IPPO and MAAC MAPPO and lets
-``num_iterations`` passes reuse one rollout. The clipping itself is core's
-(:mod:`comlrl.core.ratio`), shared with the REINFORCE family's ratio losses."""
+"""The actor's loss of the actor-critic family: a registered policy loss, chosen by
+``policy_loss`` from core's registry (:mod:`comlrl.core.policy_losses`): on-policy REINFORCE
+with the critic's advantage (``reinforce``, as in 1.4.3), PPO's clipped token ratio to the
+rollout policy (``ppo``, which makes IAC IPPO and MAAC MAPPO and lets ``num_iterations`` passes
+reuse one rollout), GSPO's sequence ratio, or any loss registered by name."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from comlrl.ac.samples import RolloutSample
+from comlrl.core import algos
 from comlrl.core.logprobs import TokenLogprobs, score
-from comlrl.core.ratio import padded_rows, token_ratio_loss
+from comlrl.core.ratio import padded_rows
+
+
+def policy_loss_of(args: Any) -> Callable:
+    """The registered policy loss that ``args.policy_loss`` names."""
+    return algos.get("policy_loss", args.policy_loss, "policy_loss")
 
 
 def uses_ratio(args: Any) -> bool:
     """Whether the actor's loss forms a ratio to the rollout policy (and so needs its
     log-probs)."""
-    return args.policy_loss == "ppo"
+    return bool(getattr(policy_loss_of(args), "needs_old_logps", False))
 
 
 def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSample]]]) -> None:
@@ -86,23 +92,24 @@ def actor_loss(
     """The actor's loss over one micro-batch and its metrics.
 
     ``weighted_advantages`` holds each row's advantage already divided by its
-    :func:`advantage_divisors` (the on-policy loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples
-    (their ``old_logps`` feed the ratio). The loss lies on the device of
-    ``weighted_advantages``. With ``ppo`` at the rollout policy every ratio is 1 and the
-    gradient is exactly the on-policy one; the logged value is then the surrogate's."""
+    :func:`advantage_divisors`, so every row weighs 1 in the registered loss (the on-policy
+    loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples (their
+    ``old_logps`` feed a ratio loss). The loss lies on the device of ``weighted_advantages``.
+    With ``ppo`` at the rollout policy every ratio is 1 and the gradient is exactly the
+    on-policy one; the logged value is then the surrogate's."""
     w = weighted_advantages
-    if not uses_ratio(args):
-        return -(w * logps.sequence_sum().to(w.device)).sum(), {}
-    missing = [j for j, s in enumerate(batch) if s.old_logps is None]
-    if missing:
-        raise ValueError(
-            f"policy_loss='ppo' needs each sample's rollout log-probs (old_logps), but "
-            f"{len(missing)} of {len(batch)} samples have none; they are taken at rollout when "
-            "policy_loss='ppo' is set before the buffer fills."
-        )
+    fn = policy_loss_of(args)
     device = logps.values.device
-    old = padded_rows([s.old_logps for s in batch], logps.values.shape[1], device)
-    # The advantages carry the 1/batch weight, so every row weighs 1 in the surrogate.
+    old = None
+    if getattr(fn, "needs_old_logps", False):
+        missing = [j for j, s in enumerate(batch) if s.old_logps is None]
+        if missing:
+            raise ValueError(
+                f"policy_loss={args.policy_loss!r} needs each sample's rollout log-probs "
+                f"(old_logps), but {len(missing)} of {len(batch)} samples have none; they are "
+                "taken at rollout when a ratio loss is set before the buffer fills."
+            )
+        old = padded_rows([s.old_logps for s in batch], logps.values.shape[1], device)
     ones = torch.ones(len(batch), dtype=torch.float32, device=device)
-    loss, metrics = token_ratio_loss(logps, old, w.to(device), ones, args)
+    loss, metrics = fn(logps, old, w.to(device), ones, args)
     return loss.to(w.device), metrics

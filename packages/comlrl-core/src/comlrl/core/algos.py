@@ -1,13 +1,17 @@
-"""Registries of the families' math: advantage estimators, policy losses, preference losses.
+"""Registries of the training math: advantage estimators, policy losses, preference losses.
 
-The registry lives in core; the functions live in their families (``comlrl.reinforce.advantages``,
-``comlrl.reinforce.losses``, ``comlrl.pbrl.dpo``) and register themselves on import. A config
-field names the function to use (``advantage_mode``, ``policy_loss``, ``preference_loss``), and
-its validation lists what is registered. A third-party package adds its own by registering under
-the entry-point group ``comlrl.algos`` a module that calls the ``register_*`` decorators::
+The registry lives in core, and so do the built-in policy losses (:mod:`comlrl.core.policy_losses`:
+every family that trains a policy picks its loss here). The families' own functions (the
+REINFORCE family's advantages, the preference family's DPO losses) register themselves when
+their modules load; core finds those modules, and any third party's, through the entry-point
+group ``comlrl.algos``, naming no family module itself. A package adds its own functions by
+listing a module that calls the ``register_*`` decorators::
 
     [project.entry-points."comlrl.algos"]
     my_losses = "my_package.losses"
+
+A config field names the function to use (``advantage_mode``, ``policy_loss``,
+``preference_loss``), and its validation lists what is registered.
 
 The contracts:
 
@@ -18,7 +22,9 @@ The contracts:
   per completion), ``old_logps`` the per-token log-probs at rollout (``[rows, tokens]``) or None
   when the loss does not need them, ``advantages`` one value per row, ``row_weights`` the loss
   aggregation's weight per row (so that summing ``weight * per-row loss`` gives the batch loss);
-  ``metrics`` maps names to floats (clip fractions, approximate KL, ...).
+  ``metrics`` maps names to floats (clip fractions, approximate KL, ...). ``config`` is the
+  family's config; a loss reads only fields every policy-training family has (``epsilon``,
+  ``epsilon_high``, ``clip_ratio_c``, ...), through ``getattr`` with a default for any other.
 - preference loss: ``fn(...) -> DPO output``, as :func:`comlrl.pbrl.dpo.joint_dpo_loss`.
 
 A function declares ``needs_old_logps = True`` (set by ``register_policy_loss(...,
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +45,8 @@ _REGISTRIES: dict[str, dict[str, Callable]] = {
     "policy_loss": {},
     "preference_loss": {},
 }
-# The family module that registers the built-in functions of each kind.
-_HOMES = {
-    "advantage": "comlrl.reinforce.advantages",
-    "policy_loss": "comlrl.reinforce.losses",
-    "preference_loss": "comlrl.pbrl.dpo",
-}
+# Core's own built-in functions, imported before the entry points.
+_CORE_MODULES = ("comlrl.core.policy_losses",)
 _loaded_entry_points = False
 
 
@@ -79,11 +80,11 @@ def register_preference_loss(name: str):
 
 def _load(kind: str) -> dict[str, Callable]:
     global _loaded_entry_points
-    # A family that is not installed leaves only third-party functions of its kind.
-    if importlib.util.find_spec(_HOMES[kind].rsplit(".", 1)[0]) is not None:
-        importlib.import_module(_HOMES[kind])
     if not _loaded_entry_points:
         _loaded_entry_points = True
+        for module in _CORE_MODULES:
+            importlib.import_module(module)
+        # A family that is not installed has no entry point: only the others' functions.
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             ep.load()
     return _REGISTRIES[kind]

@@ -131,9 +131,11 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
             plan_devices("mp", args.reference_devices, self.num_agents, "reference_devices")
         if self.collaboration is None:
             self.num_roles = self.num_agents
-        # Rewards are scored raw (for the distribution logger) and processed here.
         self.reward_caller = RewardCaller(
-            self.reward_func, num_agents=self.num_agents, call_mode=args.reward_call_mode
+            self.reward_func,
+            num_agents=self.num_agents,
+            reward_processor=self.reward_processor,
+            call_mode=args.reward_call_mode,
         )
         seed = args.seed if args.seed is not None else 0
         self.pair_rng = random.Random(seed)

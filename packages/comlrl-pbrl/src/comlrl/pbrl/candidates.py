@@ -8,14 +8,13 @@ the trainer's ``args``, ``formatters``, ``num_agents``, ``reward_caller``, ``rew
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from comlrl.core.distributed import all_gather_objects, shard_range
-from comlrl.core.rewards import RewardError, RewardScores
+from comlrl.core.rewards import RewardScores
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
 
@@ -31,47 +30,21 @@ class CandidatePairs:
             return self.collaboration.reward_range
         return self.reward_caller.reward_range
 
-    def process_rewards(self, raw: Sequence[float]) -> list[float]:
-        """Apply ``reward_processor`` to raw rewards; outputs must be finite numbers."""
-        if self.reward_processor is None:
-            return [float(r) for r in raw]
-        out = []
-        for value in raw:
-            result = self.reward_processor(value)
-            try:
-                result = float(result)
-            except (TypeError, ValueError) as exc:
-                raise RewardError(
-                    f"reward_processor returned {result!r} for reward {value!r}; it must return "
-                    "a number."
-                ) from exc
-            if not math.isfinite(result):
-                raise RewardError(
-                    f"reward_processor produced a non-finite value {result!r} for reward {value!r}."
-                )
-            out.append(result)
-        return out
-
-    def score_raw(self, agent_completions, *, prompts, batch_items) -> RewardScores:
-        """Unprocessed task rewards of a batch of joint actions, shared or per agent (one
-        reward call)."""
+    def score_raw_and_processed(
+        self, agent_completions, *, prompts, batch_items
+    ) -> tuple[RewardScores, RewardScores]:
+        """Raw and processed task rewards of a batch of joint actions, shared or per agent
+        (one reward call; the raw ones feed the reward-distribution logs)."""
         with self.timed("reward"):
-            return self.reward_caller.score(
+            return self.reward_caller.score_raw_and_processed(
                 agent_completions, prompts=prompts, batch_items=batch_items
             )
 
-    def process_scores(self, scores: RewardScores) -> RewardScores:
-        """:meth:`process_rewards` applied to every value (every agent's, when per agent)."""
-        if not scores.per_agent:
-            width = len(scores.rows[0]) if scores.rows else 1
-            return RewardScores.from_shared(self.process_rewards(scores.shared), width)
-        return RewardScores([self.process_rewards(row) for row in scores.rows], per_agent=True)
-
     def reward_scores(self, agent_completions, *, prompts, batch_items) -> RewardScores:
         """Processed task rewards, shared or per agent (used by eval rollouts)."""
-        return self.process_scores(
-            self.score_raw(agent_completions, prompts=prompts, batch_items=batch_items)
-        )
+        return self.score_raw_and_processed(
+            agent_completions, prompts=prompts, batch_items=batch_items
+        )[1]
 
     def score(self, agent_completions, *, prompts, batch_items) -> list:
         """Processed task rewards: one per joint action, or one per-agent row per joint action."""
@@ -107,8 +80,9 @@ class CandidatePairs:
         comps = [[t for j in range(len(items)) for t in texts[i][j]] for i in range(len(texts))]
         flat_prompts = [prompts[j] for j in range(len(items)) for _ in range(counts[j])]
         flat_items = [items[j] for j in range(len(items)) for _ in range(counts[j])]
-        raw = self.score_raw(comps, prompts=flat_prompts, batch_items=flat_items)
-        processed = self.process_scores(raw)
+        raw, processed = self.score_raw_and_processed(
+            comps, prompts=flat_prompts, batch_items=flat_items
+        )
 
         def per_item(values: list[float]) -> list[list[float]]:
             out, pos = [], 0

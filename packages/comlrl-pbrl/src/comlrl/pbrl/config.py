@@ -226,6 +226,13 @@ class MARLHFConfig(MADPOConfig):
     num_generations: int = NUM_GENERATIONS(
         4, check=Noted(Integer(1), "≥ 2 with a REINFORCE `rl_algorithm`")
     )
+    policy_loss: str = knob(
+        "reinforce",
+        help="The RL phase's policy loss, a registered one (comlrl.core.algos."
+        "register_policy_loss), handed to `rl_algorithm`'s config: `reinforce`, `ppo`, `gspo`, "
+        "or a loss registered by name.",
+        check=Registered("policy_loss"),
+    )
     reward_model_name: str | None = knob(
         None, help="The reward model's backbone; None uses the agents' model.", check=NAME
     )

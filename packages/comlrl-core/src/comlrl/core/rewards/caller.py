@@ -144,10 +144,25 @@ class RewardCaller:
         ``prompts[j]`` and ``batch_items[j]`` belong to joint action ``j``. An empty batch
         returns no rows without calling the reward function.
         """
+        return self.score_raw_and_processed(
+            agent_completions, prompts=prompts, batch_items=batch_items
+        )[1]
+
+    def score_raw_and_processed(
+        self,
+        agent_completions: list[list[str]],
+        *,
+        prompts: list[str],
+        batch_items: list,
+    ) -> tuple[RewardScores, RewardScores]:
+        """:meth:`score`, with the raw (finite) rewards the function returned before the
+        ``reward_processor``: ``(raw, processed)``, from one reward call (for a caller that
+        reports both, e.g. the preference family's reward distributions)."""
         m = self._batch_size(agent_completions, prompts, batch_items)
         n = self.num_agents
         if m == 0:
-            return RewardScores([], per_agent=False)
+            empty = RewardScores([], per_agent=False)
+            return empty, empty
 
         if self._mode == "per_sample":
             scores = self._score_per_sample(agent_completions, prompts, batch_items, m)
@@ -170,7 +185,7 @@ class RewardCaller:
                     self._mode = "batch"
 
         self._check_finite(scores)
-        return self._process(scores)
+        return scores, self._process(scores)
 
     def _invoke(
         self, agent_completions: list[list[str]], prompts: list[str], batch_items: list
