@@ -39,6 +39,7 @@ from comlrl.ac.values import (
 )
 from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.tree import TreeNode
 
@@ -128,7 +129,9 @@ class MAACTrainer(ActorCriticTrainerBase):
         out: list[float] = []
         try:
             with torch.no_grad():
-                for idx in micro_batches([len(r) for r in rows], self.args.logprob_max_tokens):
+                for idx in micro_batches(
+                    [len(r) for r in rows], token_budget(self.args.logprob_max_tokens, critic)
+                ):
                     vals = last_token_values(
                         critic.backbone, critic.value_head, [rows[j] for j in idx], pad
                     )
