@@ -14,9 +14,9 @@ Cells:
   and with its chunking and budget turned off (``before``: the whole ``[rows, tokens, vocab]``
   logits in one forward, as the engine computed them before either existed).
 - ``qwen05-scoring``: the same update at the Qwen2.5-0.5B shape (494M parameters): ``after``
-  (the defaults), ``uncapped`` (chunked head, no token budget: the body's activations of all
-  32 rows at once) and, when ``--cells`` asks for it, ``before``. Slow on CPU (minutes per
-  cell).
+  (the defaults), ``checkpointed`` (the defaults with ``gradient_checkpointing``),
+  ``uncapped`` (chunked head, no token budget: the body's activations of all 32 rows at once)
+  and, when ``--cells`` asks for it, ``before``. Slow on CPU (minutes per cell).
 
     uv run --frozen python -m benchmarks realsize                    # the tiny-body cells
     uv run --frozen python -m benchmarks realsize --cells qwen05-scoring
@@ -63,13 +63,15 @@ TINY_BODY = dict(
     tie_word_embeddings=True,
 )
 
-# cell -> (shape, head as before the chunked head or after it, the token budget)
+# cell -> (shape, head as before the chunked head or after it, the token budget, whether the
+# agent recomputes its activations in the backward: gradient_checkpointing)
 CELLS = {
-    "scoring-before": (TINY_BODY, "before", None),
-    "scoring-after": (TINY_BODY, "after", "auto"),
-    "qwen05-scoring-before": (QWEN25_05B, "before", None),
-    "qwen05-scoring-uncapped": (QWEN25_05B, "after", None),
-    "qwen05-scoring-after": (QWEN25_05B, "after", "auto"),
+    "scoring-before": (TINY_BODY, "before", None, False),
+    "scoring-after": (TINY_BODY, "after", "auto", False),
+    "qwen05-scoring-before": (QWEN25_05B, "before", None, False),
+    "qwen05-scoring-uncapped": (QWEN25_05B, "after", None, False),
+    "qwen05-scoring-after": (QWEN25_05B, "after", "auto", False),
+    "qwen05-scoring-checkpointed": (QWEN25_05B, "after", "auto", True),
 }
 DEFAULT_CELLS = ("scoring-before", "scoring-after")
 
@@ -122,10 +124,13 @@ def run_cell(name: str) -> dict:
     from comlrl.core.logprobs import kernels
     from comlrl.core.logprobs.budget import token_budget
 
-    shape, mode, budget = CELLS[name]
+    shape, mode, budget, checkpointed = CELLS[name]
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen2Config(**shape, eos_token_id=0, pad_token_id=0))
     model.train()
+    if checkpointed:
+        model.config.use_cache = False
+        model.gradient_checkpointing_enable()
     if mode == "before":
         _unchunked(kernels)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
@@ -153,6 +158,7 @@ def run_cell(name: str) -> dict:
         "cell": name,
         "mode": mode,
         "logprob_max_tokens": budget,
+        "gradient_checkpointing": checkpointed,
         "token_budget": token_budget(budget, model),
         "parameters": params,
         "vocab": vocab,

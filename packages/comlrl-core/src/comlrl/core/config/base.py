@@ -284,7 +284,7 @@ class CommonConfig:
         "auto",
         help="Most padded tokens per loss forward (micro-batching, gradients accumulated over "
         "the forwards): `auto` derives it from each model's size so one forward's stored "
-        "activations stay near 1 GiB on CPU (a fifth of a GPU's memory), about 390 tokens for "
+        "activations stay near 2 GiB on CPU (a fifth of a GPU's memory), about 230 tokens for "
         "Qwen2.5-0.5B in fp32 and more than any buffer of a test-sized model; an int sets it; "
         "None sets no cap.",
         check=Custom(check_token_budget, "'auto', None, or an int >= 1"),

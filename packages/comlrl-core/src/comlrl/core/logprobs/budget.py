@@ -2,15 +2,16 @@
 size.
 
 A forward that keeps its graph for the backward stores, per token and layer, the activations
-of the attention block (its inputs, queries, keys, values, output and norms: about ten vectors
-of the hidden width) and of the MLP (its gate, up and activated vectors: about four of the
-intermediate width). The head's logits are not part of it: the engine computes them in chunks
-(:mod:`comlrl.core.logprobs.kernels`). So one token costs about
-``layers x (10 x hidden + 4 x intermediate) x bytes per value``; for Qwen2.5-0.5B in fp32 that
-is 2.7 MB, and a 4-prompt x 8-sample buffer of 150-token rows (4,800 tokens) would hold 13 GB
-in one forward. The budget divides :func:`activation_budget_bytes` by that cost, so each
-forward of a gradient pass stays near it whatever the buffer; a test-sized model's budget
-exceeds any buffer it sees, and its forwards are exactly those of no cap.
+of the attention block and of the MLP, and the backward adds its temporaries; the head's logits
+are not part of it, since the engine computes them in chunks (:mod:`comlrl.core.logprobs.kernels`).
+Measured at the Qwen2.5-0.5B shape in fp32 on CPU (``python -m benchmarks realsize``: one
+160-token row per forward peaks 2.22 GB above the model-and-optimizer floor, two rows 3.76 GB),
+one token costs about 9.6 MB, which is ``ACTIVATION_VALUES_PER_WIDTH = 17`` values per unit of
+``hidden + intermediate`` width per layer: ``layers x 17 x (hidden + intermediate) x bytes per
+value``. The budget divides :func:`activation_budget_bytes` by that cost, so the forwards of a
+gradient pass stay near it whatever the buffer (a row longer than the budget runs alone); a
+test-sized model's budget exceeds any buffer it sees, and its forwards are exactly those of no
+cap.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 import torch
 
 AUTO = "auto"
+# Values a training forward stores per token, layer and unit of (hidden + intermediate) width.
+ACTIVATION_VALUES_PER_WIDTH = 17
 # What one loss forward's stored activations may take on CPU (and at least, on a GPU).
-CPU_ACTIVATION_BYTES = 1 << 30
+CPU_ACTIVATION_BYTES = 2 << 30
 # The share of a GPU's memory one loss forward's stored activations may take.
 GPU_ACTIVATION_SHARE = 0.2
 
@@ -42,12 +45,13 @@ def activation_bytes_per_token(model: Any) -> int | None:
     param = next(iter(model.parameters()), None)
     size = param.element_size() if param is not None and param.is_floating_point() else 4
     # Autocast or not, the activations of a bf16/fp16 model are stored at its width.
-    return int(layers) * (10 * int(hidden) + 4 * int(intermediate)) * size
+    width = int(hidden) + int(intermediate)
+    return int(layers) * ACTIVATION_VALUES_PER_WIDTH * width * size
 
 
 def activation_budget_bytes(device: torch.device) -> int:
-    """How many bytes one loss forward's activations may take on ``device``: 1 GiB on CPU, a
-    fifth of the memory of a GPU (at least 1 GiB)."""
+    """How many bytes one loss forward's activations may take on ``device``: 2 GiB on CPU, a
+    fifth of the memory of a GPU (at least 2 GiB)."""
     if device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
         return max(CPU_ACTIVATION_BYTES, int(GPU_ACTIVATION_SHARE * total))
