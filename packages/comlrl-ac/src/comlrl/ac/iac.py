@@ -30,6 +30,7 @@ from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
+from comlrl.core.precision import master_weights
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.train_step import Target, train_step
 
@@ -93,6 +94,8 @@ class IACTrainer(ActorCriticTrainerBase):
         for i, (critic, device) in enumerate(
             zip(self.critics, self._critic_devices(self.num_agents))
         ):
+            if a.bf16:
+                master_weights(critic)
             critic.to(device)
             self._check_critic_vocab(critic.backbone, self.tokenizers[i], f"critic {i}")
         self.critic_optimizers = [

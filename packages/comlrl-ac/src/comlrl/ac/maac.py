@@ -41,6 +41,7 @@ from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
+from comlrl.core.precision import master_weights
 from comlrl.core.rollout.tree import TreeNode
 
 
@@ -91,6 +92,8 @@ class MAACTrainer(ActorCriticTrainerBase):
             raise ValueError(
                 "MAAC's critic is one of the agents' own models; pass a separate critic model."
             )
+        if a.bf16:
+            master_weights(critic)
         critic.to(self._critic_devices(1)[0])
         self._check_critic_vocab(critic.backbone, self.tokenizers[0], "the centralized critic")
         self.critics = [critic]

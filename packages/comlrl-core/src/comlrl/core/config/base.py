@@ -320,6 +320,15 @@ class CommonConfig:
         "train `num_train_epochs` epochs.",
         check=Integer(1, optional=True),
     )
+    bf16: bool = knob(
+        False,
+        help="Mixed precision as in TRL and accelerate: every loss forward (agents, critics, "
+        "reward models) computes in bfloat16 under `torch.autocast`, while weights, gradients "
+        "and optimizer state stay fp32 (an agent loaded in bf16/fp16 is upcast to fp32 master "
+        "weights). Rollouts decode in the weights' dtype. Loading weights in bf16 without it "
+        "rounds most small updates away (a warning says so).",
+        check=Boolean(),
+    )
     gradient_checkpointing: bool = knob(
         False,
         help="Recompute each agent's activations in the backward pass instead of storing "
