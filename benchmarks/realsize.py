@@ -10,10 +10,13 @@ Cells:
 
 - ``scoring``: the loss forward+backward of a MAGRPO update (4 prompts x K=8 completions of 128
   tokens, temperature 0.6) for a tiny-body model with a 151,936-token vocabulary, with the
-  log-prob engine as it is (``after``) and with its chunking turned off (``before``: the whole
-  ``[rows, tokens, vocab]`` logits, as the engine computed them up to this change).
-- ``qwen05-scoring``: the same update at the Qwen2.5-0.5B shape (494M parameters), ``after``
-  only unless ``--cells`` asks for ``qwen05-scoring-before``. Slow on CPU (minutes per cell).
+  log-prob engine as it is by default (``after``: chunked head, ``logprob_max_tokens="auto"``)
+  and with its chunking and budget turned off (``before``: the whole ``[rows, tokens, vocab]``
+  logits in one forward, as the engine computed them before either existed).
+- ``qwen05-scoring``: the same update at the Qwen2.5-0.5B shape (494M parameters): ``after``
+  (the defaults), ``checkpointed`` (the defaults with ``gradient_checkpointing``),
+  ``uncapped`` (chunked head, no token budget: the body's activations of all 32 rows at once)
+  and, when ``--cells`` asks for it, ``before``. Slow on CPU (minutes per cell).
 
     uv run --frozen python -m benchmarks realsize                    # the tiny-body cells
     uv run --frozen python -m benchmarks realsize --cells qwen05-scoring
@@ -60,11 +63,15 @@ TINY_BODY = dict(
     tie_word_embeddings=True,
 )
 
+# cell -> (shape, head as before the chunked head or after it, the token budget, whether the
+# agent recomputes its activations in the backward: gradient_checkpointing)
 CELLS = {
-    "scoring-before": (TINY_BODY, "before"),
-    "scoring-after": (TINY_BODY, "after"),
-    "qwen05-scoring-before": (QWEN25_05B, "before"),
-    "qwen05-scoring-after": (QWEN25_05B, "after"),
+    "scoring-before": (TINY_BODY, "before", None, False),
+    "scoring-after": (TINY_BODY, "after", "auto", False),
+    "qwen05-scoring-before": (QWEN25_05B, "before", None, False),
+    "qwen05-scoring-uncapped": (QWEN25_05B, "after", None, False),
+    "qwen05-scoring-after": (QWEN25_05B, "after", "auto", False),
+    "qwen05-scoring-checkpointed": (QWEN25_05B, "after", "auto", True),
 }
 DEFAULT_CELLS = ("scoring-before", "scoring-after")
 
@@ -82,8 +89,9 @@ def _unchunked(kernels) -> None:
     kernels._logits_chunk = lambda model: 1 << 62
 
 
-def _update(model, opt, prompts, comps, pad_id: int) -> float:
-    """One MAGRPO-style update: score with gradients, a policy-gradient loss, backward, step."""
+def _update(model, opt, prompts, comps, pad_id: int, budget) -> float:
+    """One MAGRPO-style update: score with gradients (forwards of at most ``budget`` tokens,
+    ``logprob_max_tokens``), a policy-gradient loss, backward per forward, step."""
     import torch
 
     from comlrl.core.logprobs import score_parts
@@ -91,7 +99,15 @@ def _update(model, opt, prompts, comps, pad_id: int) -> float:
     opt.zero_grad(set_to_none=True)
     adv = torch.linspace(-1.0, 1.0, len(prompts))
     total = 0.0
-    parts = score_parts(model, prompts, comps, pad_id=pad_id, dedupe=False, temperature=TEMPERATURE)
+    parts = score_parts(
+        model,
+        prompts,
+        comps,
+        pad_id=pad_id,
+        max_tokens=budget,
+        dedupe=False,
+        temperature=TEMPERATURE,
+    )
     for idx, lp in parts:
         loss = -(adv[idx] * lp.sequence_sum() / COMPLETION_TOKENS).mean()
         loss.backward()
@@ -106,11 +122,15 @@ def run_cell(name: str) -> dict:
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     from comlrl.core.logprobs import kernels
+    from comlrl.core.logprobs.budget import token_budget
 
-    shape, mode = CELLS[name]
+    shape, mode, budget, checkpointed = CELLS[name]
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen2Config(**shape, eos_token_id=0, pad_token_id=0))
     model.train()
+    if checkpointed:
+        model.config.use_cache = False
+        model.gradient_checkpointing_enable()
     if mode == "before":
         _unchunked(kernels)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
@@ -126,17 +146,20 @@ def run_cell(name: str) -> dict:
         for _ in range(K)
     ]
     comps = [torch.randint(1, vocab, (COMPLETION_TOKENS,), generator=gen).tolist() for _ in prompts]
-    _update(model, opt, prompts[:1], [comps[0][:1]], 0)  # gradients and AdamW state exist now
+    _update(model, opt, prompts[:1], [comps[0][:1]], 0, budget)  # gradients and AdamW state exist
     floor = _status_kb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     start = time.perf_counter()
-    _update(model, opt, prompts, comps, 0)
+    _update(model, opt, prompts, comps, 0, budget)
     seconds = time.perf_counter() - start
     peak = _status_kb("VmHWM")
     params = sum(p.numel() for p in model.parameters())
     return {
         "cell": name,
         "mode": mode,
+        "logprob_max_tokens": budget,
+        "gradient_checkpointing": checkpointed,
+        "token_budget": token_budget(budget, model),
         "parameters": params,
         "vocab": vocab,
         "rows": len(prompts),
@@ -157,16 +180,19 @@ def _saved() -> dict:
 def table(results: dict) -> str:
     """A markdown table of every cell, measured or not."""
     lines = [
-        "| cell | parameters | vocab | floor (GB) | peak above floor (GB) | update (s) |",
-        "|---|---|---|---|---|---|",
+        "| cell | parameters | vocab | tokens per forward | floor (GB) | peak above floor (GB) "
+        "| update (s) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name in CELLS:
         r = results.get(name)
         if r is None:
-            lines.append(f"| {name} | | | not measured | not measured | not measured |")
+            lines.append(f"| {name} | | | | not measured | not measured | not measured |")
             continue
+        cap = r.get("token_budget")
         lines.append(
-            f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['vocab']} | {r['floor_gb']:.2f} | "
+            f"| {name} | {r['parameters'] / 1e6:.1f}M | {r['vocab']} | "
+            f"{'no cap' if cap is None else cap} | {r['floor_gb']:.2f} | "
             f"{r['peak_above_floor_gb']:.2f} | {r['update_seconds']:.1f} |"
         )
     return "\n".join(lines) + "\n"

@@ -181,6 +181,13 @@ RUNS: tuple[RunSpec, ...] = (
     _magrpo_menu(
         "one_buffer_ppo", "one buffer per rollout, ratio loss (on-policy)", policy_loss="ppo"
     ),
+    # Memory options (docs/real_models.md): what each does to learning on the demo.
+    _magrpo_menu("bf16", "bf16 compute, fp32 master weights", bf16=True),
+    _magrpo_menu(
+        "gradient_checkpointing",
+        "activations recomputed in the backward",
+        gradient_checkpointing=True,
+    ),
     _menu("iac_2turn", "iac", "two turns, TD(0)", **IAC_2TURN),
     _menu("iac_2turn_gae", "iac", "two turns, GAE(0.95)", **IAC_2TURN, gae_lambda=0.95),
     _menu("maac_2turn", "maac", "two turns, TD(0)", **MAAC_2TURN),

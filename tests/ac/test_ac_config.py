@@ -101,7 +101,7 @@ COMMON = {
     "output_dir": (st.one_of(st.none(), st.just("runs/x")), st.just(3)),
     "rollout_batch_size": (opt_pos_int, bad_pos_int),
     "generation_batch_size": (opt_pos_int, bad_pos_int),
-    "logprob_max_tokens": (opt_pos_int, bad_pos_int),
+    "logprob_max_tokens": (st.one_of(opt_pos_int, st.just("auto")), bad_pos_int),
     "max_grad_norm": (st.one_of(st.none(), st.floats(0.01, 100)), st.floats(-5, 0)),
     "weight_decay": (st.floats(0, 1), st.floats(-1, -0.001)),
     "reward_call_mode": (st.sampled_from(["auto", "batch", "per_sample"]), st.just("parallel")),

@@ -18,6 +18,7 @@ FIELDS = {
         st.sampled_from([3, [], ["a", 3]]),
     ),
     "gradient_checkpointing": (st.booleans(), bad_bool),
+    "bf16": (st.booleans(), bad_bool),
     "lr_scheduler_type": (
         st.sampled_from(["constant", "linear", "cosine", "constant_with_warmup", "inverse_sqrt"]),
         st.sampled_from(["reduce_lr_on_plateau", "linearly", "", 3]),

@@ -288,7 +288,7 @@ def test_only_families_on_the_shared_loop_accept_several_processes():
 def test_mixed_precision_requests_are_not_silently_ignored():
     from comlrl.core.distributed import init_context
 
-    with pytest.warns(UserWarning, match="'bf16'.*dtype"):
+    with pytest.warns(UserWarning, match="'bf16'.*set bf16=True in the trainer config"):
         ctx = init_context("auto", {"ACCELERATE_MIXED_PRECISION": "bf16"})
     assert not ctx.is_distributed
     import warnings

@@ -88,7 +88,7 @@ COMMON = dict(
         simple("output_dir", st.one_of(st.none(), st.just("runs/x")), bad_str),
         simple("rollout_batch_size", opt_pos_int, bad_pos_int),
         simple("generation_batch_size", opt_pos_int, bad_pos_int),
-        simple("logprob_max_tokens", opt_pos_int, bad_pos_int),
+        simple("logprob_max_tokens", st.one_of(opt_pos_int, st.just("auto")), bad_pos_int),
         simple("max_grad_norm", st.one_of(st.none(), pos_float), st.floats(-5, 0)),
         simple("weight_decay", st.floats(0, 1), st.floats(-1, -0.001)),
         simple(

@@ -82,7 +82,7 @@ FIELDS = {
     "output_dir": (st.one_of(st.none(), st.just("runs/x")), st.just(3)),
     "rollout_batch_size": (opt_pos_int, bad_pos_int),
     "generation_batch_size": (opt_pos_int, bad_pos_int),
-    "logprob_max_tokens": (opt_pos_int, bad_pos_int),
+    "logprob_max_tokens": (st.one_of(opt_pos_int, st.just("auto")), bad_pos_int),
     "advantage_normalization_scope": (st.sampled_from(["group", "batch"]), st.just("global")),
     "loss_length_normalization": (
         st.sampled_from([None, "none", "token_mean", "constant"]),

@@ -29,6 +29,7 @@ from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
 from comlrl.core.logging.completions import sample_rows
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.optim import build_adamw
 from comlrl.core.reference import estimator_for, reference_models_for, sequence_kl
@@ -289,7 +290,8 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
             lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in flat]
             kls = [0.0] * len(flat)
             pad = self.tokenizers[i].pad_token_id
-            for idx in micro_batches(lengths, self.args.logprob_max_tokens):
+            budget = token_budget(self.args.logprob_max_tokens, self.agents[i])
+            for idx in micro_batches(lengths, budget):
                 part = sequence_kl(
                     self.agents[i],
                     self.reference_models[i],

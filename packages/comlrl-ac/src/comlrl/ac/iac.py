@@ -28,7 +28,9 @@ from comlrl.ac.values import (
 from comlrl.core.backbone import backbone_of
 from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
+from comlrl.core.precision import master_weights
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.train_step import Target, train_step
 
@@ -92,6 +94,8 @@ class IACTrainer(ActorCriticTrainerBase):
         for i, (critic, device) in enumerate(
             zip(self.critics, self._critic_devices(self.num_agents))
         ):
+            if a.bf16:
+                master_weights(critic)
             critic.to(device)
             self._check_critic_vocab(critic.backbone, self.tokenizers[i], f"critic {i}")
         self.critic_optimizers = [
@@ -149,7 +153,8 @@ class IACTrainer(ActorCriticTrainerBase):
         out: list[float] = []
         try:
             with torch.no_grad():
-                for idx in micro_batches([len(r) for r in rows], self.args.logprob_max_tokens):
+                budget = token_budget(self.args.logprob_max_tokens, backbone)
+                for idx in micro_batches([len(r) for r in rows], budget):
                     vals = last_token_values(backbone, head, [rows[j] for j in idx], pad)
                     out.extend(float(v) for v in vals.tolist())
         finally:
@@ -259,7 +264,7 @@ class IACTrainer(ActorCriticTrainerBase):
             step = train_step(
                 self,
                 Target(list(model.parameters()) + list(head.parameters()), opt, agent),
-                micro_batches(lengths, a.logprob_max_tokens),
+                micro_batches(lengths, token_budget(a.logprob_max_tokens, model)),
                 part_loss,
                 what=f"{self.algorithm_name} actor+value (agent {agent}) loss",
             )

@@ -39,7 +39,9 @@ from comlrl.ac.values import (
 )
 from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
+from comlrl.core.precision import master_weights
 from comlrl.core.rollout.tree import TreeNode
 
 
@@ -90,6 +92,8 @@ class MAACTrainer(ActorCriticTrainerBase):
             raise ValueError(
                 "MAAC's critic is one of the agents' own models; pass a separate critic model."
             )
+        if a.bf16:
+            master_weights(critic)
         critic.to(self._critic_devices(1)[0])
         self._check_critic_vocab(critic.backbone, self.tokenizers[0], "the centralized critic")
         self.critics = [critic]
@@ -128,7 +132,9 @@ class MAACTrainer(ActorCriticTrainerBase):
         out: list[float] = []
         try:
             with torch.no_grad():
-                for idx in micro_batches([len(r) for r in rows], self.args.logprob_max_tokens):
+                for idx in micro_batches(
+                    [len(r) for r in rows], token_budget(self.args.logprob_max_tokens, critic)
+                ):
                     vals = last_token_values(
                         critic.backbone, critic.value_head, [rows[j] for j in idx], pad
                     )

@@ -16,6 +16,7 @@ from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
 from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches, score_parts
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.train_step import Target, train_step
 
 
@@ -166,7 +167,7 @@ class OptimizationSteps:
         step = train_step(
             self,
             Target(critic.parameters(), opt),
-            micro_batches([len(r) for r in distinct], a.logprob_max_tokens),
+            micro_batches([len(r) for r in distinct], token_budget(a.logprob_max_tokens, critic)),
             part_loss,
             what=f"{self.algorithm_name} critic ({label}) loss",
         )

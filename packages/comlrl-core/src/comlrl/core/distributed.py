@@ -124,15 +124,15 @@ def check_sharding_request(env: Mapping[str, str] | None = None) -> None:
 
 
 def check_mixed_precision_request(env: Mapping[str, str] | None = None) -> None:
-    """Warn when the accelerate config asks for mixed precision: CoMLRL trains the agents in the
-    dtype they were loaded in and does not wrap them in autocast."""
+    """Warn when the accelerate config asks for mixed precision: CoMLRL takes it from the
+    config's ``bf16`` field, not from the launcher."""
     env = os.environ if env is None else env
     mode = str(env.get("ACCELERATE_MIXED_PRECISION", "no")).strip().lower()
     if mode not in ("", "no"):
         warnings.warn(
             f"The launcher asks for mixed precision ({mode!r}, ACCELERATE_MIXED_PRECISION), which "
-            "CoMLRL does not apply: agents train in the dtype they were loaded in. Load them in "
-            f"bf16/fp16 through model_config's dtype (e.g. dtype: bfloat16) instead.",
+            "CoMLRL does not read from the launcher: set bf16=True in the trainer config (bf16 "
+            "compute with fp32 master weights) instead.",
             stacklevel=3,
         )
 

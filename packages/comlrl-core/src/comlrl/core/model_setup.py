@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from comlrl.core.errors import require_packages
+from comlrl.core.precision import master_weights
 
 
 def check_device_map(model_config: Mapping | None) -> None:
@@ -131,7 +132,10 @@ def enable_gradient_checkpointing(agents: list) -> None:
 
 
 def prepare_agents(agents: list, args: Any) -> list:
-    """The agents after the config's ``peft_config`` and ``gradient_checkpointing``."""
+    """The agents after the config's ``bf16`` (fp32 master weights), ``peft_config`` and
+    ``gradient_checkpointing``."""
+    if getattr(args, "bf16", False):
+        agents = [master_weights(m) for m in agents]
     peft_config = getattr(args, "peft_config", None)
     if peft_config is not None:
         agents = wrap_with_peft(agents, peft_config)

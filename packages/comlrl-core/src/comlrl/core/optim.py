@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from comlrl.core.precision import warn_low_precision
+
 # Device types with a fused AdamW kernel (CPU since torch 2.4).
 _FUSED_DEVICES = {"cuda", "cpu"}
 
@@ -54,6 +56,7 @@ def build_adamw(params: Iterable[Any], **kwargs: Any) -> torch.optim.AdamW:
     ``foreach`` explicitly keeps that choice.
     """
     items, tensors = _flat_params(params)
+    warn_low_precision(tensors)
     if "fused" not in kwargs and "foreach" not in kwargs and _fused_ready(tensors):
         kwargs["fused"] = True
     return torch.optim.AdamW(items, **kwargs)

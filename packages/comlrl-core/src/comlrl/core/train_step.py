@@ -18,6 +18,17 @@ import numpy as np
 import torch
 
 from comlrl.core.optim import apply_step, loss_is_usable
+from comlrl.core.precision import compute_context
+
+_END = object()
+
+
+def _device_of(optimizers: Sequence[Any]) -> torch.device | None:
+    for opt in optimizers:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                return p.device
+    return None
 
 
 @dataclass
@@ -66,11 +77,21 @@ def accumulate_gradients(
     parameters hold. Returns the summed loss and the reported values, or None when a
     non-finite loss was skipped (the gradients of ``optimizers`` are then cleared); under
     ``nonfinite_loss='raise'`` a non-finite loss raises ``FloatingPointError``. ``parts`` may be
-    lazy: each is drawn after the previous part's backward, so one part's graph is alive."""
+    lazy: each is drawn after the previous part's backward, so one part's graph is alive. With
+    ``bf16=True`` each part's forward and loss run under bf16 autocast
+    (:mod:`comlrl.core.precision`), its backward outside."""
     total = 0.0
     reported: dict[str, list[float]] = {}
-    for part in parts:
-        out = loss_of(part)
+    device = _device_of(optimizers)
+    parts = iter(parts)
+    while True:
+        # The forward (drawn with the part) and the loss run under bf16 autocast with
+        # ``bf16=True``; the backward runs outside it, as autocast asks.
+        with compute_context(trainer.args, device):
+            part = next(parts, _END)
+            if part is _END:
+                break
+            out = loss_of(part)
         loss, metrics = out if isinstance(out, tuple) else (out, {})
         if not loss_is_usable(trainer, loss, what, optimizers):
             return None
@@ -94,6 +115,8 @@ def train_step(
     target in order. ``what`` names the loss in the non-finite messages; None means a
     non-finite loss was skipped and nothing stepped."""
     targets = [targets] if isinstance(targets, Target) else list(targets)
+    for t in targets:
+        t.parameters = list(t.parameters)  # read twice: the clip and the step
     optimizers = [t.optimizer for t in targets]
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)

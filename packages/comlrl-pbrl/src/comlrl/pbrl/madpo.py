@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
+from comlrl.core.logprobs.budget import min_budget, token_budget
 from comlrl.core.optim import build_adamw
 from comlrl.core.train_step import Target, accumulate_gradients, train_step
 from comlrl.pbrl.base import PreferenceTrainerBase
@@ -81,7 +82,8 @@ class DPOMixin:
                 torch.tensor([p.reference_logps[i][1] for p in pairs])
                 for i in range(self.num_agents)
             ]
-        groups = pair_groups(pairs, a.logprob_max_tokens) if grad else [list(range(n))]
+        budget = min_budget(token_budget(a.logprob_max_tokens, m) for m in self.agents)
+        groups = pair_groups(pairs, budget) if grad else [list(range(n))]
         return groups, (ref_c, ref_r)
 
     def _dpo_part(self, pairs, group: list[int], refs, *, grad: bool) -> DPOOutput:

@@ -19,6 +19,7 @@ from comlrl.core import loop
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.optim import build_adamw
+from comlrl.core.precision import master_weights
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
@@ -87,6 +88,8 @@ class RLHFMixin(RewardModelTraining):
             seed=a.seed if a.seed is not None else 0,
             pooling=a.reward_pooling,
         ).to(device)
+        if a.bf16:
+            master_weights(self.reward_model)
         self.reward_model.eval()
         if is_model_name(self._rm_source) and str(self._rm_source) != str(self.sources[0]):
             from transformers import AutoTokenizer

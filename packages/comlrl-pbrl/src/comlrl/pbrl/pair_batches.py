@@ -52,6 +52,10 @@ def pair_groups(pairs: Sequence, max_tokens: int | None) -> list[list[int]]:
         per_actor = [max(len(pairs[j].winner_ids[i]), len(pairs[j].loser_ids[i])) for i in actors]
         return max(per_actor), sum(per_actor)
 
+    everything = [{k: v for pair in pairs for k, v in rows_of(pair, i).items()} for i in actors]
+    if all(fits(rows) for rows in everything):
+        # A budget that does not bind changes nothing: one group, in the pairs' own order.
+        return [list(range(len(pairs)))]
     groups: list[list[int]] = []
     group: list[int] = []
     rows: list[dict] = [{} for _ in actors]

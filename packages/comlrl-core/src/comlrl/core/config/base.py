@@ -35,6 +35,7 @@ from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
+from comlrl.core.logprobs.budget import check_token_budget
 from comlrl.core.model_setup import check_peft_config
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
@@ -279,10 +280,14 @@ class CommonConfig:
         "docs/rollout_backends.md); None: the backend's defaults.",
         check=Mapping(),
     )
-    logprob_max_tokens: int | None = knob(
-        None,
-        help="Most padded tokens per loss forward (micro-batching); None sets no cap.",
-        check=Integer(1, optional=True),
+    logprob_max_tokens: int | str | None = knob(
+        "auto",
+        help="Most padded tokens per loss forward (micro-batching, gradients accumulated over "
+        "the forwards): `auto` derives it from each model's size so one forward's stored "
+        "activations stay near 2 GiB on CPU (a fifth of a GPU's memory), about 230 tokens for "
+        "Qwen2.5-0.5B in fp32 and more than any buffer of a test-sized model; an int sets it; "
+        "None sets no cap.",
+        check=Custom(check_token_budget, "'auto', None, or an int >= 1"),
     )
     max_grad_norm: float | None = knob(
         None,
@@ -314,6 +319,15 @@ class CommonConfig:
         "items; overrides `num_train_epochs`: epochs repeat until it is reached. None: "
         "train `num_train_epochs` epochs.",
         check=Integer(1, optional=True),
+    )
+    bf16: bool = knob(
+        False,
+        help="Mixed precision as in TRL and accelerate: every loss forward (agents, critics, "
+        "reward models) computes in bfloat16 under `torch.autocast`, while weights, gradients "
+        "and optimizer state stay fp32 (an agent loaded in bf16/fp16 is upcast to fp32 master "
+        "weights). Rollouts decode in the weights' dtype. Loading weights in bf16 without it "
+        "rounds most small updates away (a warning says so).",
+        check=Boolean(),
     )
     gradient_checkpointing: bool = knob(
         False,

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.logprobs.kernels import TokenLogprobs, check_rows, check_temperature
 from comlrl.core.logprobs.planning import plan
 
@@ -60,7 +61,7 @@ def score_parts(
     completion_ids: Sequence[Sequence[int]],
     *,
     pad_id: int,
-    max_tokens: int | None = None,
+    max_tokens: int | str | None = None,
     dedupe: bool = True,
     layout: str = "auto",
     temperature: float = 1.0,
@@ -69,12 +70,14 @@ def score_parts(
     (``[len(rows), longest completion of the part]`` with a mask).
 
     Every row appears in exactly one part. Each forward runs at most ``max_tokens`` tokens
-    (None: no cap) unless one row alone is longer, and runs only when the iterator reaches it,
+    (None: no cap; ``"auto"``: the model's budget, :mod:`comlrl.core.logprobs.budget`) unless
+    one row alone is longer, and runs only when the iterator reaches it,
     so ``loss.backward()`` per part keeps one part's graph alive at a time. Gradients flow unless
     the caller disables them. ``dedupe`` scores identical rows once (the rows that share a
     forward's value come out together in its part); ``layout`` is as for
     :func:`~comlrl.core.logprobs.planning.plan`; ``temperature`` is as for :func:`score`.
     """
+    max_tokens = token_budget(max_tokens, model)
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
     temperature = check_temperature(temperature)
@@ -101,7 +104,7 @@ def score(
     completion_ids: Sequence[Sequence[int]],
     *,
     pad_id: int,
-    max_tokens: int | None = None,
+    max_tokens: int | str | None = None,
     grad: bool = False,
     dedupe: bool = True,
     layout: str = "auto",
@@ -112,7 +115,8 @@ def score(
     and :meth:`~comlrl.core.logprobs.kernels.TokenLogprobs.sequence_sum` gives each row's sum
     as its forward computed it.
 
-    The rows run in forwards of at most ``max_tokens`` tokens (None: no cap) planned by
+    The rows run in forwards of at most ``max_tokens`` tokens (None: no cap; ``"auto"``: the
+    model's budget, :mod:`comlrl.core.logprobs.budget`) planned by
     ``layout`` (see :func:`~comlrl.core.logprobs.planning.plan`); with ``dedupe`` each distinct
     ``(prompt, completion)`` row is scored once. With ``grad`` the graphs of every forward are
     kept for one backward (use :func:`score_parts` to backpropagate forward by forward);
@@ -122,6 +126,7 @@ def score(
     tempered distribution before top-k/top-p truncation (see
     :func:`~comlrl.core.logprobs.kernels.check_temperature`); it must be above 0.
     """
+    max_tokens = token_budget(max_tokens, model)
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
     temperature = check_temperature(temperature)
