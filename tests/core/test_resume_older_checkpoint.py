@@ -43,9 +43,11 @@ def test_another_value_is_named_as_a_difference(tmp_path):
         again.train(resume_from_checkpoint=path)
 
 
-def test_only_missing_fields_are_filled():
+def test_only_missing_fields_the_config_has_are_filled():
     saved = {"config": {"shuffle_dataset": True, "lr": 1}}
-    filled = with_predating_fields(saved)["config"]
+    now = {"config": {name: None for name in PREDATING_VALUES if name != "policy_loss"}}
+    filled = with_predating_fields(saved, now)["config"]
     assert filled["shuffle_dataset"] is True and filled["lr"] == 1
-    assert set(PREDATING_VALUES) <= set(filled)
-    assert with_predating_fields({"models": {}}) == {"models": {}}
+    assert "policy_loss" not in filled  # MADPO has no such field
+    assert set(PREDATING_VALUES) - {"policy_loss"} <= set(filled)
+    assert with_predating_fields({"models": {}}, now) == {"models": {}}

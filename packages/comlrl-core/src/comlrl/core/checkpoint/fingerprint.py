@@ -228,13 +228,14 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def with_predating_fields(saved: dict[str, Any]) -> dict[str, Any]:
-    """``saved`` (a checkpoint's fingerprint) with every :data:`PREDATING_VALUES` field its
-    config lacks filled in with the value it trained with."""
+def with_predating_fields(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` (a checkpoint's fingerprint) with every :data:`PREDATING_VALUES` field that
+    its config lacks and the ``current`` config has filled in with the value it trained with."""
     config = saved.get("config")
-    if not isinstance(config, dict):
+    now = current.get("config")
+    if not isinstance(config, dict) or not isinstance(now, dict):
         return saved
-    missing = {k: _plain(v) for k, v in PREDATING_VALUES.items() if k not in config}
+    missing = {k: _plain(v) for k, v in PREDATING_VALUES.items() if k not in config and k in now}
     return {**saved, "config": {**config, **missing}} if missing else saved
 
 

@@ -180,7 +180,7 @@ class CheckpointSession:
                     "1/world_size of every global batch and its buffers)"
                 ],
             )
-        saved = with_predating_fields(reader.manifest["fingerprint"])
+        saved = with_predating_fields(reader.manifest["fingerprint"], self.fingerprint())
         problems = differences(saved, self.fingerprint())
         problems += self._cursor_problems(reader)
         if not problems:
