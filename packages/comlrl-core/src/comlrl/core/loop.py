@@ -175,8 +175,8 @@ class TrainingLoop:
         start_stage, start_pos = session.restore()
         if session.fresh and t.args.seed is not None:
             seed_everything(t.args.seed + t.dist.rank)
-        with preserved_rng():  # opening W&B must not change the training trajectory
-            logger.start_wandb(resume_id=session.wandb_run_id)
+        with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
+            logger.start(resume_id=session.wandb_run_id)
         t._train_started = time.perf_counter()
         sharded = t.sharded
         try:

@@ -45,6 +45,20 @@ PORTABLE_FIELDS = frozenset(
     }
 )
 
+# Config fields added after checkpoints of the current format were first written, each with
+# the value that trains as a checkpoint without the field did. Resuming such a checkpoint with
+# that value is exact and passes; with another value it is a difference like any other.
+PREDATING_VALUES: dict[str, Any] = {
+    "shuffle_dataset": False,
+    "min_p": None,
+    "repetition_penalty": None,
+    "max_prompt_length": None,
+    "rollout_backend": "hf",
+    "rollout_backend_options": None,
+    "bf16": False,
+    "policy_loss": "reinforce",
+}
+
 # Keys of a transformers config that say where or how it was saved, not what the model is.
 _VOLATILE_CONFIG_KEYS = frozenset(
     {"transformers_version", "name_or_path", "dtype", "torch_dtype", "architectures"}
@@ -212,6 +226,17 @@ def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
 def _short(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def with_predating_fields(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` (a checkpoint's fingerprint) with every :data:`PREDATING_VALUES` field that
+    its config lacks and the ``current`` config has filled in with the value it trained with."""
+    config = saved.get("config")
+    now = current.get("config")
+    if not isinstance(config, dict) or not isinstance(now, dict):
+        return saved
+    missing = {k: _plain(v) for k, v in PREDATING_VALUES.items() if k not in config and k in now}
+    return {**saved, "config": {**config, **missing}} if missing else saved
 
 
 def differences(saved: Any, current: Any, path: str = "") -> list[str]:

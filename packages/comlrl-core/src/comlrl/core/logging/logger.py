@@ -8,13 +8,13 @@ from typing import Any
 from comlrl.core.logging.completions import CompletionsLog, log_completions_table
 from comlrl.core.logging.jsonl import JsonlSink
 from comlrl.core.logging.sink import BUILT_IN, Sink, sink_factories
-from comlrl.core.logging.wandb_sink import WandbSink, wandb_init_kwargs
 
 
 class MetricLogger:
     """Fans metrics out to a JSONL file (always) and to the sinks that ``report_to`` names:
-    ``wandb`` (set up by ``wandb_config``, which alone turns nothing on), ``tensorboard``, or
-    a registered one (see :mod:`comlrl.core.logging.sink`).
+    ``wandb``, ``tensorboard`` or a registered one (see :mod:`comlrl.core.logging.sink`), each
+    built by its factory with its own options (``sink_options[name]``; W&B's are the
+    ``wandb_config``, which alone turns nothing on).
 
     Steps must not go backwards: a record at a lower step than the last one is logged at the
     last step instead, so W&B never drops it. Only the main process logs (``enabled=False``
@@ -30,45 +30,52 @@ class MetricLogger:
         default_name: str = "comlrl",
         enabled: bool = True,
         report_to: list[str] | None = None,
+        sink_options: dict[str, dict] | None = None,
     ):
         self.enabled = enabled
         self.run_dir = str(run_dir) if run_dir is not None else None
         self.last_step = -1
         self.jsonl: JsonlSink | None = None
-        self.wandb: WandbSink | None = None
-        wandb_on = "wandb" in (report_to or ())
-        self._wandb_config = dict(wandb_config or {}) if wandb_on else None
         self._run_config = dict(run_config or {})
-        self._default_name = default_name
-        self.sinks: list[Sink] = []
+        wandb_options = dict(wandb_config or {})
+        if not (wandb_options.get("name") or wandb_options.get("run_name")):
+            wandb_options["name"] = default_name  # the W&B run is named after the run dir
+        options = {**(sink_options or {}), "wandb": wandb_options}
+        self.sinks: dict[str, Sink] = {}
         if enabled and self.run_dir is not None:
             self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
             factories = sink_factories()
             for name in report_to or ():
                 if name not in BUILT_IN:
-                    options = dict(wandb_config or {})
-                    self.sinks.append(factories[name](self.run_dir, self._run_config, options))
+                    make = factories[name]
+                    self.sinks[name] = make(self.run_dir, self._run_config, options.get(name, {}))
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
         # Sampled completions (see comlrl.core.logging.completions); a resume rewinds them.
         self.completions = CompletionsLog(self.run_dir) if self.jsonl is not None else None
         self._completions_checked = False
 
+    def start(self, resume_id: str | None = None) -> str | None:
+        """Open every sink that has a run of its own (``start``), continuing ``resume_id``;
+        returns the W&B run id (what checkpoints keep), or None."""
+        for sink in self.sinks.values():
+            if callable(getattr(sink, "start", None)):
+                sink.start(resume_id)
+        return self.wandb_run_id
+
     def start_wandb(self, resume_id: str | None = None) -> str | None:
-        """Open the W&B run (resuming ``resume_id`` when given); returns its id."""
-        if not self.enabled or self._wandb_config is None or self.wandb is not None:
-            return self.wandb.run_id if self.wandb else None
-        kwargs = wandb_init_kwargs(self._wandb_config, self._run_config, self._default_name)
-        if resume_id is not None and "id" not in kwargs:
-            kwargs["id"] = resume_id
-            kwargs.setdefault("resume", "allow")
-        self.wandb = WandbSink(kwargs)
-        return self.wandb.run_id
+        """The earlier name of :meth:`start`."""
+        return self.start(resume_id)
+
+    @property
+    def wandb(self) -> Sink | None:
+        """The W&B sink when ``report_to`` names it (for W&B-only media such as HTML plots)."""
+        return self.sinks.get("wandb")
 
     @property
     def wandb_run_id(self) -> str | None:
         """The W&B run id, or None."""
-        return self.wandb.run_id if self.wandb is not None else None
+        return getattr(self.wandb, "run_id", None)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Send ``metrics`` to every sink at ``step``."""
@@ -78,9 +85,7 @@ class MetricLogger:
         self.last_step = step
         if self.jsonl is not None:
             self.jsonl.write(metrics, step)
-        if self.wandb is not None:
-            self.wandb.write(metrics, step)
-        for sink in self.sinks:
+        for sink in self.sinks.values():
             sink.write(metrics, step)
 
     def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
@@ -94,9 +99,7 @@ class MetricLogger:
             self._completions_checked = True
             self.completions.set_aside()
         self.completions.append(rows, self.last_step, self.records_written - 1)
-        if self.wandb is not None:
-            log_completions_table(self.wandb, rows, self.last_step)
-        for sink in self.sinks:
+        for sink in self.sinks.values():
             if callable(getattr(sink, "log_table", None)):
                 log_completions_table(sink, rows, self.last_step)
 
@@ -120,13 +123,18 @@ class MetricLogger:
             self._completions_checked = True
 
     def close(self, finish_wandb: bool = True) -> None:
-        """Close the JSONL file and, unless told otherwise, finish the W&B run."""
+        """Close the JSONL file and every sink; a sink with a run of its own (W&B) is
+        finished too unless ``finish_wandb`` is False, and then stays for later records (a
+        ``save_model`` after ``train()``)."""
         if self.jsonl is not None:
             self.jsonl.close()
             self.jsonl = None
-        if finish_wandb and self.wandb is not None:
-            self.wandb.close()
-            self.wandb = None
-        for sink in self.sinks:
+        kept = {}
+        for name, sink in self.sinks.items():
             sink.close()
-        self.sinks = []
+            if callable(getattr(sink, "finish", None)):
+                if not finish_wandb:
+                    kept[name] = sink
+                    continue
+                sink.finish()
+        self.sinks = kept

@@ -1,9 +1,15 @@
 """The :class:`Sink` protocol and the registry of sinks that ``report_to`` chooses from.
 
 A sink receives every record the logger writes. Built in: ``jsonl`` (always on: resume relies on
-it), ``wandb`` and ``tensorboard``. A package adds its own under the entry-point group
-``comlrl.sinks``: the entry point names a factory ``factory(run_dir, run_config, options) ->
-Sink`` (``options`` is the run's ``wandb_config`` or an empty dict).
+it, and the logger writes it itself), ``wandb`` and ``tensorboard``, both built through the same
+factories as any other. A package adds its own under the entry-point group ``comlrl.sinks``: the
+entry point names a factory ``factory(run_dir, run_config, options) -> Sink``; ``options`` is the
+sink's own mapping (W&B's is the run's ``wandb_config``; ``sink_options`` gives the others theirs).
+
+Besides ``write`` and ``close`` a sink may have ``log_table(key, columns, data, step)`` (tables of
+sampled completions), ``start(resume_id) -> run id`` (a sink with a run of its own, opened when
+training starts, whose id checkpoints keep so a resumed run continues it) and ``finish()`` (such
+a run outlives ``close``, which only ends a ``train()`` call, until ``finish``).
 """
 
 from __future__ import annotations
@@ -36,15 +42,21 @@ def _tensorboard(run_dir: str, run_config: dict, options: dict) -> Sink:
     return TensorBoardSink(run_dir)
 
 
-# Sinks the logger builds itself (jsonl, wandb) and the ones built from a factory.
-BUILT_IN = ("jsonl", "wandb")
-_FACTORIES: dict[str, Callable[..., Sink]] = {"tensorboard": _tensorboard}
+def _wandb(run_dir: str, run_config: dict, options: dict) -> Sink:
+    from comlrl.core.logging.wandb_sink import wandb_sink
+
+    return wandb_sink(run_dir, run_config, options)
+
+
+# The sink the logger writes itself, and the ones built from a factory.
+BUILT_IN = ("jsonl",)
+_FACTORIES: dict[str, Callable[..., Sink]] = {"tensorboard": _tensorboard, "wandb": _wandb}
 
 
 def register_sink(name: str, factory: Callable[..., Sink]) -> None:
     """Make ``factory(run_dir, run_config, options) -> Sink`` available as ``report_to: [name]``
     in this process (a package registers through the entry-point group instead)."""
-    if name in BUILT_IN:
+    if name in BUILT_IN or name in ("wandb", "tensorboard"):
         raise ValueError(f"{name!r} is a built-in sink; choose another name.")
     _FACTORIES[name] = factory
 

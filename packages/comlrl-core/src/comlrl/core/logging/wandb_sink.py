@@ -42,27 +42,57 @@ def wandb_init_kwargs(
 
 
 class WandbSink:
-    """Logs metrics to one W&B run; ``run_id`` lets a resumed run continue the same run."""
+    """Logs metrics to one W&B run, a sink like any other with a run to open and finish.
 
-    def __init__(self, init_kwargs: dict[str, Any]):
+    Built with its options (the run's ``wandb_config``), the run's config and a default name (the
+    run directory's); :meth:`start` opens the run (continuing ``resume_id`` when a checkpoint
+    carries one) and returns its id, which checkpoints keep. :meth:`close` leaves the run open so
+    that ``save_model`` can still log to it after ``train()``; :meth:`finish` ends it.
+    """
+
+    def __init__(self, options: dict[str, Any], run_config: dict[str, Any], default_name: str):
         try:
             import wandb
         except ImportError as exc:
             raise missing_package("wandb") from exc
         self._wandb = wandb
-        self.run = wandb.init(**init_kwargs)
-        self.run_id = self.run.id
+        self._init_kwargs = wandb_init_kwargs(options, run_config, default_name)
+        self.run = None
+        self.run_id: str | None = None
+
+    def start(self, resume_id: str | None = None) -> str | None:
+        """Open the run (once); returns its id."""
+        if self.run is None:
+            kwargs = dict(self._init_kwargs)
+            if resume_id is not None and "id" not in kwargs:
+                kwargs["id"] = resume_id
+                kwargs.setdefault("resume", "allow")
+            self.run = self._wandb.init(**kwargs)
+            self.run_id = self.run.id
+        return self.run_id
 
     def write(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at ``step``."""
+        self.start()
         self.run.log(dict(metrics), step=int(step))
 
     def log_table(self, key: str, columns: list[str], data: list[list[Any]], step: int) -> None:
         """Log a ``wandb.Table`` of ``data`` rows under ``key`` at ``step``."""
+        self.start()
         self.run.log({key: self._wandb.Table(columns=columns, data=data)}, step=int(step))
 
     def close(self) -> None:
+        """Nothing to release until :meth:`finish`: the run outlives ``train()``."""
+
+    def finish(self) -> None:
         """Finish the run."""
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+
+def wandb_sink(run_dir: str | None, run_config: dict[str, Any], options: dict[str, Any]):
+    """The ``report_to: [wandb]`` factory: a run named after ``run_dir`` unless ``options``
+    (the ``wandb_config``) names it."""
+    name = os.path.basename(os.path.normpath(run_dir)) if run_dir else "comlrl"
+    return WandbSink(options, run_config, name)
