@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from comlrl.ac.steps import actor_batches
 from comlrl.ac.targets import (
     explained_variance,
     normalize_advantages,
@@ -222,7 +223,7 @@ def test_advantages_are_normalized_per_turn_group(tmp_path):
         return RolloutSample(0, "p", "c", [1], [2], 0.0, 0.0, adv, 0.0, adv, turn)
 
     samples = [s(0, 1.0), s(0, 3.0), s(1, 10.0), s(1, 30.0), s(1, 20.0)]
-    batches = trainer._actor_batches(samples, random.Random(0))
+    batches = actor_batches(trainer, samples, random.Random(0))
     by_turn = {}
     for batch, advs in batches:
         for sample, adv in zip(batch, advs):

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from comlrl.ac.steps import critic_step
 from comlrl.core.logging.jsonl import read_metrics
 
 from .helpers import make_iac, make_maac
@@ -166,7 +167,7 @@ def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path,
     original = critic.last_token_values
     critic.last_token_values = lambda r, p: forwards.append(len(r)) or original(r, p)
     opt = torch.optim.SGD(critic.parameters(), lr=0.0)
-    err = trainer._critic_step(critic, opt, rows, targets, old, pad, "test")
+    err = critic_step(trainer, critic, opt, rows, targets, old, pad, "test")
     got = {n: p.grad.clone() for n, p in critic.named_parameters() if p.grad is not None}
     assert sum(forwards) == 3  # three distinct rows, not six
     critic.zero_grad(set_to_none=True)

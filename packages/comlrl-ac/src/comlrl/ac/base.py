@@ -18,11 +18,9 @@ import numpy as np
 import torch
 
 from comlrl.ac.config import ActorCriticConfig
-from comlrl.ac.critics import CriticSetup
 from comlrl.ac.ppo import attach_old_logps
-from comlrl.ac.reporting import ActorCriticReporting
+from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, Episode, JointSample, RolloutSample
-from comlrl.ac.steps import OptimizationSteps
 from comlrl.ac.targets import bootstrap_value, gae_tails, q_advantages, td_target
 from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
@@ -37,8 +35,12 @@ from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
 
 
-class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReporting, TrainerBase):
-    """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in)."""
+class ActorCriticTrainerBase(TrainerBase):
+    """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in). The
+    critics' placement, the optimisation steps and the metrics are functions of
+    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.steps` and :mod:`comlrl.ac.reporting`."""
+
+    run_config_keys = RUN_CONFIG_KEYS
 
     algorithm_name = "ActorCritic"
     default_config_cls: type[ActorCriticConfig] = ActorCriticConfig
@@ -153,15 +155,25 @@ class ActorCriticTrainerBase(CriticSetup, OptimizationSteps, ActorCriticReportin
         self.offer_completions(lambda: [r for e in episodes for r in sample_rows(e.samples)])
         return Batch(
             [
-                Record(e.samples, e.env_step, joint=e.joint, metrics=self._episode_metrics(e))
+                Record(
+                    e.samples,
+                    e.env_step,
+                    joint=e.joint,
+                    metrics=episode_metrics(self.metrics_callback, e),
+                )
                 for e in episodes
             ]
         )
 
+    def eval_metrics(self, items: list[dict]) -> dict[str, float]:
+        """The core's light eval plus ``metrics_callback``'s ``eval/{k}`` (see
+        :func:`comlrl.ac.reporting.evaluation_metrics`)."""
+        return evaluation_metrics(self, items)
+
     def update(self, experience: Experience) -> dict[str, float]:
         """Update actors and critics from a full buffer; returns the training metrics."""
         stats = self._update(experience.samples, experience.joint)
-        return self._drain_metrics(experience.samples, stats)
+        return drain_metrics(self.args, experience.samples, stats)
 
     def _make_sample(self, agent: int, node: TreeNode, action: int) -> RolloutSample:
         k = node.joint_actions[action][agent]

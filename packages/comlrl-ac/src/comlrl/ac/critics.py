@@ -56,90 +56,88 @@ def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: 
     return [critic_model] * count
 
 
-class CriticSetup:
-    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: critic devices, vocabulary
-    checks, seeded head initialisation and critic loading options. Uses ``args``,
-    ``agent_devices``, ``num_agents`` and ``model_config``."""
+def critic_devices(args: Any, agent_devices: Sequence, count: int) -> list[torch.device]:
+    """Where ``count`` critics go: ``critic_devices`` in mp mode (default: the agents' devices);
+    otherwise the one device every model shares."""
+    if args.parallel_training == "mp":
+        if args.critic_devices is None:
+            return [agent_devices[i % len(agent_devices)] for i in range(count)]
+        return resolve_devices(args.critic_devices, count, "critic_devices")
+    shared = agent_devices[0]
+    if args.critic_devices is not None:
+        asked = {str(d) for d in resolve_devices(args.critic_devices, count, "critic_devices")}
+        if asked != {str(shared)}:
+            raise ValueError(
+                f"critic_devices {args.critic_devices!r}: parallel_training='none' keeps every "
+                f"model on {shared}; set parallel_training='mp' to place critics elsewhere."
+            )
+    return [shared] * count
 
-    def _critic_devices(self, count: int) -> list[torch.device]:
-        """Where ``count`` critics go: ``critic_devices`` in mp mode (default: the agents'
-        devices); otherwise the one device every model shares."""
-        a = self.args
-        if a.parallel_training == "mp":
-            if a.critic_devices is None:
-                return [self.agent_devices[i % self.num_agents] for i in range(count)]
-            return resolve_devices(a.critic_devices, count, "critic_devices")
-        shared = self.agent_devices[0]
-        if a.critic_devices is not None:
-            asked = {str(d) for d in resolve_devices(a.critic_devices, count, "critic_devices")}
-            if asked != {str(shared)}:
-                raise ValueError(
-                    f"critic_devices {a.critic_devices!r}: parallel_training='none' keeps every "
-                    f"model on {shared}; set parallel_training='mp' to place critics elsewhere."
-                )
-        return [shared] * count
 
-    def _check_head_devices(self) -> None:
-        """With value heads on the actors, ``critic_devices`` may only repeat the actors' own
-        devices (1.4.3 configs name them, e.g. ``"cpu"``); any other device is a conflict."""
-        a = self.args
-        if a.critic_devices is None:
-            return
-        asked = resolve_devices(a.critic_devices, self.num_agents, "critic_devices")
-        for i, (want, have) in enumerate(zip(asked, self.agent_devices)):
-            if not _same_device(want, have):
-                raise ValueError(
-                    f"critic_devices {a.critic_devices!r}: with use_separate_critic=False agent "
-                    f"{i}'s value head lives on its actor's device ({have}), not {want}; remove "
-                    "critic_devices, name the actors' devices, or set use_separate_critic=True."
-                )
+def check_head_devices(args: Any, agent_devices: Sequence) -> None:
+    """With value heads on the actors, ``critic_devices`` may only repeat the actors' own
+    devices (1.4.3 configs name them, e.g. ``"cpu"``); any other device is a conflict."""
+    if args.critic_devices is None:
+        return
+    asked = resolve_devices(args.critic_devices, len(agent_devices), "critic_devices")
+    for i, (want, have) in enumerate(zip(asked, agent_devices)):
+        if not _same_device(want, have):
+            raise ValueError(
+                f"critic_devices {args.critic_devices!r}: with use_separate_critic=False agent "
+                f"{i}'s value head lives on its actor's device ({have}), not {want}; remove "
+                "critic_devices, name the actors' devices, or set use_separate_critic=True."
+            )
 
-    def _check_critic_vocab(self, backbone, tokenizer, label: str) -> None:
-        """A critic reads its agent's token ids, so its embedding table must cover them."""
-        rows = backbone.get_input_embeddings().weight.shape[0]
-        if not hasattr(tokenizer, "__len__"):
-            # A tokenizer-like object without a size (1.4.3 accepted any object with pad/EOS
-            # ids) cannot be checked here; the embedding lookup still fails on an id too large.
-            return
-        if len(tokenizer) <= rows:
-            return
-        if self.model_config.get("special_tokens"):
-            backbone.resize_token_embeddings(len(tokenizer))
-            return
-        raise ValueError(
-            f"{label} has {rows} token embeddings but reads ids from a tokenizer of "
-            f"{len(tokenizer)} tokens; use a critic from the agent's model family."
-        )
 
-    @contextmanager
-    def _seeded_init(self, salt: int):
-        """Initialise new heads from ``args.seed`` (when set) without touching the global RNG,
-        so two runs with one seed start from the same critics."""
-        if self.args.seed is None:
-            yield
-            return
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed((self.args.seed * 7919 + salt) % (2**63))
-            yield
+def check_critic_vocab(backbone, tokenizer, label: str, model_config: dict) -> None:
+    """A critic reads its agent's token ids, so its embedding table must cover them (resized
+    when ``model_config`` adds ``special_tokens``)."""
+    rows = backbone.get_input_embeddings().weight.shape[0]
+    if not hasattr(tokenizer, "__len__"):
+        # A tokenizer-like object without a size (1.4.3 accepted any object with pad/EOS
+        # ids) cannot be checked here; the embedding lookup still fails on an id too large.
+        return
+    if len(tokenizer) <= rows:
+        return
+    if model_config.get("special_tokens"):
+        backbone.resize_token_embeddings(len(tokenizer))
+        return
+    raise ValueError(
+        f"{label} has {rows} token embeddings but reads ids from a tokenizer of "
+        f"{len(tokenizer)} tokens; use a critic from the agent's model family."
+    )
 
-    def _critic_model_config(self) -> dict:
-        """``model_config`` for loading critics: ``critic_model_kwargs`` replace
-        ``model_kwargs``."""
-        cfg = dict(self.model_config)
-        cfg["model_kwargs"] = dict(cfg.get("critic_model_kwargs") or {})
-        return cfg
 
-    def _critic_head_dim(self) -> int | None:
-        """The critic head's hidden dim from the config, or (reference spelling) model_config."""
-        from_config = self.args.critic_value_head_hidden_dim
-        from_model_config = self.model_config.get("critic_value_head_hidden_dim")
-        if from_config is not None and from_model_config is not None:
-            if from_config != from_model_config:
-                raise ValueError(
-                    "critic_value_head_hidden_dim is set in both args and model_config with "
-                    f"different values ({from_config} vs {from_model_config}); set it once."
-                )
-        return from_config if from_config is not None else from_model_config
+@contextmanager
+def seeded_init(seed: int | None, salt: int):
+    """Initialise new heads from ``seed`` (when set) without touching the global RNG, so two
+    runs with one seed start from the same critics."""
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed((seed * 7919 + salt) % (2**63))
+        yield
+
+
+def critic_model_config(model_config: dict) -> dict:
+    """``model_config`` for loading critics: ``critic_model_kwargs`` replace ``model_kwargs``."""
+    cfg = dict(model_config)
+    cfg["model_kwargs"] = dict(cfg.get("critic_model_kwargs") or {})
+    return cfg
+
+
+def critic_head_dim(args: Any, model_config: dict) -> int | None:
+    """The critic head's hidden dim from the config, or (reference spelling) model_config."""
+    from_config = args.critic_value_head_hidden_dim
+    from_model_config = model_config.get("critic_value_head_hidden_dim")
+    if from_config is not None and from_model_config is not None:
+        if from_config != from_model_config:
+            raise ValueError(
+                "critic_value_head_hidden_dim is set in both args and model_config with "
+                f"different values ({from_config} vs {from_model_config}); set it once."
+            )
+    return from_config if from_config is not None else from_model_config
 
 
 def _same_device(a: torch.device, b: torch.device) -> bool:

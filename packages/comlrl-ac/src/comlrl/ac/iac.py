@@ -11,10 +11,18 @@ import torch
 
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import IACConfig
-from comlrl.ac.critics import resolve_critic_sources
+from comlrl.ac.critics import (
+    check_critic_vocab,
+    check_head_devices,
+    critic_devices,
+    critic_head_dim,
+    critic_model_config,
+    resolve_critic_sources,
+    seeded_init,
+)
 from comlrl.ac.ppo import actor_loss, advantage_divisors
 from comlrl.ac.samples import RolloutSample
-from comlrl.ac.steps import StepLog
+from comlrl.ac.steps import StepLog, critic_step, policy_step, update_batches
 from comlrl.ac.targets import spread_values, value_error
 from comlrl.ac.values import (
     build_value_head,
@@ -79,11 +87,11 @@ class IACTrainer(ActorCriticTrainerBase):
         if not a.use_separate_critic:
             self._setup_value_heads()
             return
-        with self._seeded_init(salt=1):
+        with seeded_init(self.args.seed, salt=1):
             self.critics = load_value_models(
                 sources,
-                hidden_dim=self._critic_head_dim(),
-                model_config=self._critic_model_config(),
+                hidden_dim=critic_head_dim(self.args, self.model_config),
+                model_config=critic_model_config(self.model_config),
             )
         for i, (agent, critic) in enumerate(zip(self.agents, self.critics)):
             if critic.backbone is backbone_of(agent):
@@ -92,12 +100,14 @@ class IACTrainer(ActorCriticTrainerBase):
                     "use_separate_critic=False for a value head on the actor."
                 )
         for i, (critic, device) in enumerate(
-            zip(self.critics, self._critic_devices(self.num_agents))
+            zip(self.critics, critic_devices(self.args, self.agent_devices, self.num_agents))
         ):
             if a.bf16:
                 master_weights(critic)
             critic.to(device)
-            self._check_critic_vocab(critic.backbone, self.tokenizers[i], f"critic {i}")
+            check_critic_vocab(
+                critic.backbone, self.tokenizers[i], f"critic {i}", self.model_config
+            )
         self.critic_optimizers = [
             build_adamw(c.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay)
             for c in self.critics
@@ -108,12 +118,12 @@ class IACTrainer(ActorCriticTrainerBase):
         :meth:`save_model` restores its head. The head trains with the actor's optimizer, at
         ``critic_learning_rate``."""
         a = self.args
-        self._check_head_devices()
+        check_head_devices(self.args, self.agent_devices)
         for i, (agent, src) in enumerate(zip(self.agents, self.sources)):
             saved = None
             if isinstance(src, (str, os.PathLike)) and os.path.isdir(os.fspath(src)):
                 saved = load_value_head_state(src)
-            with self._seeded_init(salt=100 + i):
+            with seeded_init(self.args.seed, salt=100 + i):
                 head = build_value_head(
                     backbone_of(agent), a.value_head_hidden_dim, saved, f"agent {i}'s value head"
                 )
@@ -201,12 +211,13 @@ class IACTrainer(ActorCriticTrainerBase):
         for module in (self.agents[agent], backbone, head):
             module.train()
         pad = self.tokenizers[agent].pad_token_id
-        for batch, advs in self._update_batches(samples, rng):
+        for batch, advs in update_batches(self, samples, rng):
             if self.separate_critics:
-                result = self._policy_step(agent, batch, advs)
+                result = policy_step(self, agent, batch, advs)
                 if result is not None:
                     log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
-                err = self._critic_step(
+                err = critic_step(
+                    self,
                     self.critics[agent],
                     self.critic_optimizers[agent],
                     [self._value_row(s) for s in batch],

@@ -22,9 +22,16 @@ import torch
 
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import MAACConfig
-from comlrl.ac.critics import resolve_critic_sources
+from comlrl.ac.critics import (
+    check_critic_vocab,
+    critic_devices,
+    critic_head_dim,
+    critic_model_config,
+    resolve_critic_sources,
+    seeded_init,
+)
 from comlrl.ac.samples import JointSample, RolloutSample
-from comlrl.ac.steps import StepLog, mean_or_nan
+from comlrl.ac.steps import StepLog, critic_step, mean_or_nan, policy_step, update_batches
 from comlrl.ac.targets import (
     bootstrap_value,
     explained_variance,
@@ -82,11 +89,11 @@ class MAACTrainer(ActorCriticTrainerBase):
 
     def _setup_critics(self, sources: list) -> None:
         a = self.args
-        with self._seeded_init(salt=1):
+        with seeded_init(self.args.seed, salt=1):
             critic = load_value_models(
                 sources,
-                hidden_dim=self._critic_head_dim(),
-                model_config=self._critic_model_config(),
+                hidden_dim=critic_head_dim(self.args, self.model_config),
+                model_config=critic_model_config(self.model_config),
             )[0]
         if any(critic.backbone is backbone_of(agent) for agent in self.agents):
             raise ValueError(
@@ -94,8 +101,10 @@ class MAACTrainer(ActorCriticTrainerBase):
             )
         if a.bf16:
             master_weights(critic)
-        critic.to(self._critic_devices(1)[0])
-        self._check_critic_vocab(critic.backbone, self.tokenizers[0], "the centralized critic")
+        critic.to(critic_devices(self.args, self.agent_devices, 1)[0])
+        check_critic_vocab(
+            critic.backbone, self.tokenizers[0], "the centralized critic", self.model_config
+        )
         self.critics = [critic]
         self.critic_optimizers = [
             build_adamw(critic.parameters(), lr=a.critic_learning_rate, weight_decay=a.weight_decay)
@@ -250,8 +259,8 @@ class MAACTrainer(ActorCriticTrainerBase):
         rng = random.Random(seed)
         self.agents[agent].train()
         log = StepLog("actor_loss", "grad_norm")
-        for batch, advs in self._update_batches(samples, rng):
-            result = self._policy_step(agent, batch, advs)
+        for batch, advs in update_batches(self, samples, rng):
+            result = policy_step(self, agent, batch, advs)
             if result is not None:
                 log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
         return log.means()
@@ -267,7 +276,8 @@ class MAACTrainer(ActorCriticTrainerBase):
         errors = []
         for start in range(0, len(order), size):
             batch = order[start : start + size]
-            err = self._critic_step(
+            err = critic_step(
+                self,
                 critic,
                 self.critic_optimizers[0],
                 [s.input_ids for s in batch],

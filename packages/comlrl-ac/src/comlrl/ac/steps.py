@@ -43,134 +43,131 @@ class StepLog:
         return {key: mean_or_nan(values) for key, values in self.values.items()}
 
 
-class OptimizationSteps:
-    """Mix-in for :class:`~comlrl.ac.base.ActorCriticTrainerBase`: uses ``args``, ``agents``,
-    ``agent_optimizers``, ``tokenizers``, ``algorithm_name`` and ``pooled_moments``; steps go
-    through :func:`comlrl.core.train_step.train_step`."""
-
-    def _actor_batches(
-        self, samples: list[RolloutSample], rng: random.Random
-    ) -> list[tuple[list[RolloutSample], list[float]]]:
-        """Mini-batches of (samples, advantages): advantages are z-scored within each turn
-        group of the buffer, then each group is shuffled and cut into ``train_batch_size``."""
-        a = self.args
-        by_turn: dict[int, list[RolloutSample]] = {}
-        for s in samples:
-            by_turn.setdefault(s.turn_idx, []).append(s)
-        pooled = None
+def actor_batches(
+    trainer, samples: list[RolloutSample], rng: random.Random
+) -> list[tuple[list[RolloutSample], list[float]]]:
+    """Mini-batches of (samples, advantages): advantages are z-scored within each turn
+    group of the buffer, then each group is shuffled and cut into ``train_batch_size``."""
+    a = trainer.args
+    by_turn: dict[int, list[RolloutSample]] = {}
+    for s in samples:
+        by_turn.setdefault(s.turn_idx, []).append(s)
+    pooled = None
+    if a.advantage_normalization:
+        # One collective of a fixed shape (every possible turn index), whichever turns
+        # this rank's share holds.
+        turns = range(a.num_turns + 1)
+        groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
+        pooled = trainer.pooled_moments(groups)
+    batches = []
+    for turn in sorted(by_turn):
+        group = by_turn[turn]
+        advs = [float(s.advantage) for s in group]
         if a.advantage_normalization:
-            # One collective of a fixed shape (every possible turn index), whichever turns
-            # this rank's share holds.
-            turns = range(a.num_turns + 1)
-            groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
-            pooled = self.pooled_moments(groups)
-        batches = []
-        for turn in sorted(by_turn):
-            group = by_turn[turn]
-            advs = [float(s.advantage) for s in group]
-            if a.advantage_normalization:
-                advs = normalize_advantages(advs, pooled[turn] if pooled else None)
-            pairs = list(zip(group, advs))
-            rng.shuffle(pairs)
-            for start in range(0, len(pairs), a.train_batch_size):
-                chunk = pairs[start : start + a.train_batch_size]
-                batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
-        return batches
+            advs = normalize_advantages(advs, pooled[turn] if pooled else None)
+        pairs = list(zip(group, advs))
+        rng.shuffle(pairs)
+        for start in range(0, len(pairs), a.train_batch_size):
+            chunk = pairs[start : start + a.train_batch_size]
+            batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
+    return batches
 
-    def _update_batches(
-        self, samples: list[RolloutSample], rng: random.Random
-    ) -> list[tuple[list[RolloutSample], list[float]]]:
-        """The mini-batches of ``num_iterations`` passes over a drained buffer, each pass
-        reshuffled; the advantages (and the critics' targets) stay those of the rollout."""
-        passes = range(self.args.num_iterations)
-        return [b for _ in passes for b in self._actor_batches(samples, rng)]
 
-    # ------------------------------------------------------------------ optimisation steps
-    def _policy_step(
-        self, agent: int, batch: list[RolloutSample], advs: list[float]
-    ) -> tuple[float, float, dict[str, float]] | None:
-        """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs;
-        ``loss_aggregation`` may average them per completion or per token instead), or
-        its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
-        one padded forward per micro-batch (rows grouped by length, so little padding; the loss
-        is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
-        norm and the ratio's metrics (none on-policy)."""
-        model, opt = self.agents[agent], self.agent_optimizers[agent]
-        pad = self.tokenizers[agent].pad_token_id
-        parts = score_parts(
-            model,
-            [s.prompt_ids for s in batch],
-            [s.completion_ids for s in batch],
-            pad_id=pad,
-            max_tokens=self.args.logprob_max_tokens,
-            dedupe=False,  # keeps the forwards, and so the float sums, as they were
-            layout="padded",
-            temperature=self.args.temperature,  # the rollout's sampler
+def update_batches(
+    trainer, samples: list[RolloutSample], rng: random.Random
+) -> list[tuple[list[RolloutSample], list[float]]]:
+    """The mini-batches of ``num_iterations`` passes over a drained buffer, each pass
+    reshuffled; the advantages (and the critics' targets) stay those of the rollout."""
+    passes = range(trainer.args.num_iterations)
+    return [b for _ in passes for b in actor_batches(trainer, samples, rng)]
+
+
+def policy_step(
+    trainer, agent: int, batch: list[RolloutSample], advs: list[float]
+) -> tuple[float, float, dict[str, float]] | None:
+    """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs;
+    ``loss_aggregation`` may average them per completion or per token instead), or
+    its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
+    one padded forward per micro-batch (rows grouped by length, so little padding; the loss
+    is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
+    norm and the ratio's metrics (none on-policy)."""
+    model, opt = trainer.agents[agent], trainer.agent_optimizers[agent]
+    pad = trainer.tokenizers[agent].pad_token_id
+    parts = score_parts(
+        model,
+        [s.prompt_ids for s in batch],
+        [s.completion_ids for s in batch],
+        pad_id=pad,
+        max_tokens=trainer.args.logprob_max_tokens,
+        dedupe=False,  # keeps the forwards, and so the float sums, as they were
+        layout="padded",
+        temperature=trainer.args.temperature,  # the rollout's sampler
+    )
+    divisors = advantage_divisors(trainer, batch)
+
+    def part_loss(part):
+        idx, lp = part
+        w = torch.tensor(
+            [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
         )
-        divisors = advantage_divisors(self, batch)
+        return actor_loss(trainer.args, lp, w, [batch[j] for j in idx])
 
-        def part_loss(part):
-            idx, lp = part
-            w = torch.tensor(
-                [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
-            )
-            return actor_loss(self.args, lp, w, [batch[j] for j in idx])
-
-        # The parts run their forwards as they are reached, so inside the scope: no dropout, as
-        # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
-        with dropout_off(model):
-            step = train_step(
-                self,
-                Target(model.parameters(), opt, agent),
-                parts,
-                part_loss,
-                what=f"{self.algorithm_name} actor (agent {agent}) loss",
-            )
-        if step is None:
-            return None
-        return step.loss, step.grad_norm, step.means()
-
-    def _critic_step(
-        self,
-        critic: ValueModel,
-        opt,
-        rows: list[list[int]],
-        targets: list[float],
-        old_values: list[float],
-        pad_id: int,
-        label: str,
-    ) -> float | None:
-        """One critic step on ``value_loss_coef · mean(value_error)``; returns the mean error.
-
-        Rows with the same input (the K samples of one prompt share their state's value) are
-        encoded once: each distinct row's value serves every sample that has it, so its gradient
-        sums over them, exactly as if each were encoded alone. Distinct rows go through padded
-        forwards in length order, cut by ``logprob_max_tokens``."""
-        a = self.args
-        members: dict[tuple[int, ...], list[int]] = {}
-        for j, r in enumerate(rows):
-            members.setdefault(tuple(r), []).append(j)
-        distinct = sorted(members, key=len)
-
-        def part_loss(idx):
-            values = critic.last_token_values([list(distinct[u]) for u in idx], pad_id)
-            # expand each distinct row's value to the samples that share it
-            owners = [(pos, j) for pos, u in enumerate(idx) for j in members[distinct[u]]]
-            values = values[[pos for pos, _ in owners]]
-            idx = [j for _, j in owners]
-            t = torch.tensor([targets[j] for j in idx], dtype=values.dtype, device=values.device)
-            o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
-            err = value_error(values, t, o, a.value_clip_range)
-            loss = a.value_loss_coef * err.sum() / len(rows)
-            return loss, {"error_sum": err.detach().sum().item()}
-
+    # The parts run their forwards as they are reached, so inside the scope: no dropout, as
+    # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
+    with dropout_off(model):
         step = train_step(
-            self,
-            Target(critic.parameters(), opt),
-            micro_batches([len(r) for r in distinct], token_budget(a.logprob_max_tokens, critic)),
+            trainer,
+            Target(model.parameters(), opt, agent),
+            parts,
             part_loss,
-            what=f"{self.algorithm_name} critic ({label}) loss",
+            what=f"{trainer.algorithm_name} actor (agent {agent}) loss",
         )
-        if step is None:
-            return None
-        return step.total("error_sum") / len(rows)
+    if step is None:
+        return None
+    return step.loss, step.grad_norm, step.means()
+
+
+def critic_step(
+    trainer,
+    critic: ValueModel,
+    opt,
+    rows: list[list[int]],
+    targets: list[float],
+    old_values: list[float],
+    pad_id: int,
+    label: str,
+) -> float | None:
+    """One critic step on ``value_loss_coef · mean(value_error)``; returns the mean error.
+
+    Rows with the same input (the K samples of one prompt share their state's value) are
+    encoded once: each distinct row's value serves every sample that has it, so its gradient
+    sums over them, exactly as if each were encoded alone. Distinct rows go through padded
+    forwards in length order, cut by ``logprob_max_tokens``."""
+    a = trainer.args
+    members: dict[tuple[int, ...], list[int]] = {}
+    for j, r in enumerate(rows):
+        members.setdefault(tuple(r), []).append(j)
+    distinct = sorted(members, key=len)
+
+    def part_loss(idx):
+        values = critic.last_token_values([list(distinct[u]) for u in idx], pad_id)
+        # expand each distinct row's value to the samples that share it
+        owners = [(pos, j) for pos, u in enumerate(idx) for j in members[distinct[u]]]
+        values = values[[pos for pos, _ in owners]]
+        idx = [j for _, j in owners]
+        t = torch.tensor([targets[j] for j in idx], dtype=values.dtype, device=values.device)
+        o = torch.tensor([old_values[j] for j in idx], dtype=values.dtype, device=values.device)
+        err = value_error(values, t, o, a.value_clip_range)
+        loss = a.value_loss_coef * err.sum() / len(rows)
+        return loss, {"error_sum": err.detach().sum().item()}
+
+    step = train_step(
+        trainer,
+        Target(critic.parameters(), opt),
+        micro_batches([len(r) for r in distinct], token_budget(a.logprob_max_tokens, critic)),
+        part_loss,
+        what=f"{trainer.algorithm_name} critic ({label}) loss",
+    )
+    if step is None:
+        return None
+    return step.total("error_sum") / len(rows)
