@@ -105,7 +105,7 @@ def test_a_resumed_run_keeps_its_cadence_marks(tmp_path):
 
 
 def test_marks_of_another_unit_start_afresh():
-    args = SimpleNamespace(steps_unit="optimizer")
+    args = SimpleNamespace(steps_unit="optimizer")  # what the cadence reads of a config
     trainer = SimpleNamespace(args=args, env_step=40, agent_steps={0: 7, 1: 7})
     trainer.cadence_marks = {"eval": 6}
     saved = cadence_state(trainer)

@@ -21,7 +21,10 @@ class _Trainer(SimpleNamespace):
 
 def _trainer(policy="raise", max_grad_norm=None):
     args = SimpleNamespace(
-        nonfinite_loss=policy, max_grad_norm=max_grad_norm, lr_scheduler_type="constant"
+        nonfinite_loss=policy,
+        max_grad_norm=max_grad_norm,
+        lr_scheduler_type="constant",
+        bf16=False,
     )
     return _Trainer(args=args, agent_steps={}, skipped_nonfinite=0)
 

@@ -117,19 +117,23 @@ def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
             )
         )
     )
+
+    def fit(on):
+        train_reward_model(
+            rm,
+            tok,
+            opt,
+            winners,
+            losers,
+            trainer=on,
+            epochs=1,
+            batch_size=8,
+            max_length=None,
+            rng=random.Random(0),
+        )
+
     before = [p.detach().clone() for p in rm.parameters()]
-    train_reward_model(
-        rm,
-        tok,
-        opt,
-        winners,
-        losers,
-        trainer=trainer,
-        epochs=1,
-        batch_size=8,
-        max_length=None,
-        rng=random.Random(0),
-    )
+    fit(trainer)
     # One SGD step of rate 1 moves the weights by the clipped gradient: norm 1e-3 at most.
     moved_by = torch.linalg.vector_norm(
         torch.stack([(p.detach() - b).norm() for p, b in zip(rm.parameters(), before)])
@@ -140,33 +144,11 @@ def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
     with torch.no_grad():
         next(rm.parameters()).fill_(float("nan"))
     with pytest.warns(UserWarning, match="Skipping a non-finite reward-model loss"):
-        train_reward_model(
-            rm,
-            tok,
-            opt,
-            winners,
-            losers,
-            trainer=trainer,
-            epochs=1,
-            batch_size=8,
-            max_length=None,
-            rng=random.Random(0),
-        )
+        fit(trainer)
     assert trainer.skipped_nonfinite == 1
     strict = _rm_trainer(tmp_path / "strict")
     with pytest.raises(FloatingPointError, match="reward-model loss"):
-        train_reward_model(
-            rm,
-            tok,
-            opt,
-            winners,
-            losers,
-            trainer=strict,
-            epochs=1,
-            batch_size=8,
-            max_length=None,
-            rng=random.Random(0),
-        )
+        fit(strict)
 
 
 @pytest.mark.parametrize("algorithm", ["magrpo", "iac"])

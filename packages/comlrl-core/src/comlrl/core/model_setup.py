@@ -134,7 +134,7 @@ def enable_gradient_checkpointing(agents: list) -> None:
 def prepare_agents(agents: list, args: Any) -> list:
     """The agents after the config's ``bf16`` (fp32 master weights), ``peft_config`` and
     ``gradient_checkpointing``."""
-    if getattr(args, "bf16", False):
+    if args.bf16:
         agents = [master_weights(m) for m in agents]
     peft_config = getattr(args, "peft_config", None)
     if peft_config is not None:

@@ -23,7 +23,7 @@ _LOW = (torch.bfloat16, torch.float16)
 def compute_context(args: Any, device: torch.device | str | None = None) -> AbstractContextManager:
     """``torch.autocast`` to bfloat16 on ``device``'s type when ``args.bf16`` is set; a no-op
     otherwise."""
-    if not getattr(args, "bf16", False):
+    if not args.bf16:
         return nullcontext()
     kind = torch.device(device).type if device is not None else "cpu"
     return torch.autocast(device_type=kind, dtype=torch.bfloat16)

@@ -103,7 +103,7 @@ class Reporting(CompletionReporting):
         ``steps_unit`` is at least ``logging_steps`` past the last logged one (every record
         when it is <= 1). ``step`` is the record's env step, the count under
         ``steps_unit='env'``. Marks the count as logged when it is due."""
-        if getattr(self.args, "steps_unit", "env") == "optimizer":
+        if self.args.steps_unit == "optimizer":
             step = step_count(self)
         every, last = self.args.logging_steps, self._last_train_log_step
         if every <= 1 or last < 0 or step - last >= every:

@@ -22,7 +22,7 @@ _LEGACY_UNIT = "env"
 
 def step_count(trainer: Any) -> int:
     """The run's count in ``steps_unit``."""
-    if getattr(trainer.args, "steps_unit", _LEGACY_UNIT) == "optimizer":
+    if trainer.args.steps_unit == "optimizer":
         return optimizer_steps(trainer)
     return int(trainer.env_step)
 
@@ -42,7 +42,7 @@ def due(trainer: Any, name: str, every: int) -> bool:
 def cadence_state(trainer: Any) -> dict[str, Any]:
     """The marks for a checkpoint, with the unit they count."""
     return {
-        "unit": getattr(trainer.args, "steps_unit", _LEGACY_UNIT),
+        "unit": trainer.args.steps_unit,
         "marks": dict(getattr(trainer, "cadence_marks", {})),
     }
 
@@ -52,7 +52,7 @@ def load_cadence_state(trainer: Any, state: dict[str, Any], log_mark: int) -> No
     logging mark counted env steps) and the logging mark ``log_mark``. Marks of another unit
     are dropped: the next record logs and the eval/save cadences count from now."""
     state = state or {"unit": _LEGACY_UNIT, "marks": {}}
-    if state["unit"] == getattr(trainer.args, "steps_unit", _LEGACY_UNIT):
+    if state["unit"] == trainer.args.steps_unit:
         trainer.cadence_marks = {str(k): int(v) for k, v in state["marks"].items()}
         trainer._last_train_log_step = int(log_mark)
         return
