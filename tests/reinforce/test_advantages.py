@@ -82,3 +82,40 @@ def test_rloo_is_scaled_mean(returns):
     rloo = group_advantages(returns, "rloo", normalize=False)
     mean = group_advantages(returns, "mean", normalize=False)
     assert torch.allclose(rloo, mean * k / (k - 1), atol=1e-9)
+
+
+def test_estimators_take_many_groups_at_once():
+    from comlrl.reinforce.advantages import estimate
+
+    groups = torch.tensor([R, [3.0, 1.0, 2.0, 2.0]], dtype=torch.float64)
+    for mode in ("mean", "raw", "max", "rloo"):
+        got = estimate(groups, mode)
+        for row, returns in zip(got, groups):
+            want = group_advantages(returns.tolist(), mode, normalize=False)
+            assert row.tolist() == pytest.approx(want.tolist())
+
+
+def test_the_greedy_baseline_goes_through_the_contract():
+    from comlrl.reinforce.advantages import estimate
+
+    groups = torch.tensor([[1.0, 2.0], [4.0, 0.0]], dtype=torch.float64)
+    got = estimate(groups, "greedy", baseline=torch.tensor([1.5, 1.0], dtype=torch.float64))
+    assert got.tolist() == [[-0.5, 0.5], [3.0, -1.0]]
+    with pytest.raises(ValueError, match="baseline"):
+        estimate(groups, "greedy")
+
+
+def test_an_estimator_of_one_group_still_works():
+    from comlrl.core import algos
+    from comlrl.reinforce.advantages import estimate
+
+    @algos.register_advantage("test_median_of_one_group")
+    def median(r):
+        assert r.dim() == 1  # written for one group's K returns
+        return r - r.median()
+
+    groups = torch.tensor([[1.0, 2.0, 9.0], [0.0, 5.0, 6.0]], dtype=torch.float64)
+    assert estimate(groups, "test_median_of_one_group").tolist() == [
+        [-1.0, 0.0, 7.0],
+        [-5.0, 0.0, 1.0],
+    ]

@@ -56,11 +56,11 @@ def test_tied_groups_are_dropped(tmp_path):
 
 
 def test_tied_rewards_with_different_kl_penalties_are_kept(tmp_path, monkeypatch):
-    import comlrl.reinforce.extras as extras
+    import comlrl.core.rewards.shaping as shaping
 
     # every completion's KL differs, so the KL-shaped returns of each group differ
     monkeypatch.setattr(
-        extras,
+        shaping,
         "sequence_kl",
         lambda pol, ref, p, c, pad, **_: [0.1 * (j + 1) for j in range(len(p))],
     )

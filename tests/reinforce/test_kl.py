@@ -1,7 +1,9 @@
 """KL to the reference in the REINFORCE family: placement checks, the KL-in-loss term and its
-gradient against hand values, and the multi-turn carry of later turns' KL into earlier returns."""
+gradient against hand values, and KL shaping's carry of later turns' KL into earlier returns
+through the tree's one return recursion."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -9,10 +11,11 @@ import torch
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.loop import ItemBatch
-from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.rewards.shaping import shape_with_kl
+from comlrl.core.rollout.tree import TreeNode, agent_returns, compute_returns
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
-from comlrl.reinforce.kl import carried_kls, kl_loss_term
+from comlrl.reinforce.kl import kl_loss_term
 
 from ..ac.helpers import transition
 from .helpers import PROMPTS, length_reward, make_config, make_trainer
@@ -71,7 +74,18 @@ def _node(turn, actions, children=None):
     node = TreeNode(0, {}, turn, ["p", "p"], ["p", "p"], [[], []], [[], []])
     node.joint_actions = actions
     node.children = children or []
+    node.rewards = [0.0] * len(actions)
+    node.samples = [SimpleNamespace(completion_ids=[[1], [2]]) for _ in range(2)]
     return node
+
+
+def _carried(root, nodes, own, agent, discount):
+    """KL-to-go of each of ``agent``'s completions: with zero rewards and coef 1, the shaped
+    return is minus the carried KL."""
+    zeros = [[0.0, 0.0] for _ in nodes]
+    kls = [own, zeros] if agent == 0 else [zeros, own]
+    shape_with_kl([root], nodes, kls, 1.0, discount)
+    return [[-r for r in agent_returns(n, agent)] for n in nodes]
 
 
 def test_carry_aligned_two_turns():
@@ -80,7 +94,7 @@ def test_carry_aligned_two_turns():
     root = _node(0, [(0, 0), (1, 1)], [c0, c1])
     nodes = [root, c0, c1]
     own = [[1.0, 2.0], [0.5, 1.5], [3.0, 5.0]]  # agent 0's KL of each completion
-    got = carried_kls(nodes, own, agent=0, discount=0.5)
+    got = _carried(root, nodes, own, agent=0, discount=0.5)
     # root: own + 0.5 * mean KL-to-go of the child its action led to (1.0 and 4.0)
     assert got == [[1.5, 4.0], [0.5, 1.5], [3.0, 5.0]]
 
@@ -92,39 +106,64 @@ def test_carry_cross_mode_credits_the_mean_over_actions():
     nodes = [root, *kids]
     child_kl = [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
     own = [[10.0, 20.0], *child_kl]
-    got = carried_kls(nodes, own, agent=1, discount=1.0)
+    got = _carried(root, nodes, own, agent=1, discount=1.0)
     # agent 1's completion 0 is in actions 0 and 2 (children KL 1 and 3), completion 1 in 1, 3
     assert got[0] == [10.0 + (1.0 + 3.0) / 2, 20.0 + (2.0 + 4.0) / 2]
 
 
-def test_magrpo_carries_later_turns_kl_into_earlier_returns(tmp_path, monkeypatch):
-    import comlrl.reinforce.extras as extras
+def test_shaping_leaves_the_environment_returns():
+    c0 = _node(1, [(0, 0), (1, 1)])
+    root = _node(0, [(0, 0), (1, 1)], [c0, None])
+    root.rewards = [1.0, 2.0]
+    c0.rewards = [4.0, 6.0]
+    compute_returns(root, 0.5)
+    assert root.returns == [1.0 + 0.5 * 5.0, 2.0]
+    shape_with_kl([root], [root, c0], [[[1.0, 1.0]] * 2, [[0.0, 0.0]] * 2], 2.0, 0.5)
+    assert root.returns == [1.0 + 0.5 * 5.0, 2.0]  # the environment's, for the logs
+    assert agent_returns(root, 0) == [-1.0 + 0.5 * 3.0, 0.0]  # each reward less 2 * KL 1
+    assert agent_returns(root, 1) == root.returns
 
-    monkeypatch.setattr(extras, "sequence_kl", lambda pol, ref, p, c, pad, **_: [1.0] * len(p))
+
+def _kl_trainer(tmp_path, name, kl: bool):
     m0, tok = tiny_pair(seed=0)
     m1, _ = tiny_pair(seed=1)
-    trainer = MAGRPOTrainer(
+    return MAGRPOTrainer(
         agents=[m0, m1],
         tokenizer=tok,
         train_dataset=PROMPTS[:1],
         reward_func=length_reward,
         external_transition=transition,
         args=make_config(
-            output_dir=str(tmp_path / "run"),
+            output_dir=str(tmp_path / name),
             num_turns=2,
-            reference_kl_enabled=True,
+            reference_kl_enabled=kl,
             reference_kl_coef=0.5,
             advantage_mode="raw",
             advantage_normalization=False,
         ),
     )
-    batch = trainer.collect(ItemBatch(0, 1, items=[PROMPTS[0]], offset=0))
-    for rec in batch.records:
-        s = rec.samples[0][0]
-        adv = trainer.advantages_for([s])[0].tolist()
-        carried = 2.0 if s.turn_idx == 0 else 1.0  # own KL 1 + the next turn's KL 1
-        assert s.reference_kls == [1.0, 1.0]
-        assert adv == pytest.approx([r - 0.5 * carried for r in s.returns])
+
+
+def test_magrpo_carries_later_turns_kl_into_earlier_returns(tmp_path, monkeypatch):
+    import comlrl.core.rewards.shaping as shaping
+
+    monkeypatch.setattr(shaping, "sequence_kl", lambda pol, ref, p, c, pad, **_: [1.0] * len(p))
+    unit = ItemBatch(0, 1, items=[PROMPTS[0]], offset=0)
+    plain_trainer = _kl_trainer(tmp_path, "plain", kl=False)
+    torch.manual_seed(0)
+    plain = plain_trainer.collect(unit)
+    shaped_trainer = _kl_trainer(tmp_path, "kl", kl=True)
+    torch.manual_seed(0)
+    shaped = shaped_trainer.collect(unit)
+    gamma = shaped_trainer.args.discount
+    for rec, ref in zip(shaped.records, plain.records):
+        s, p = rec.samples[0][0], ref.samples[0][0]
+        assert s.completion_ids == p.completion_ids  # KL draws nothing from the sampler
+        carried = 1.0 + gamma * 1.0 if s.turn == 0 else 1.0  # own KL 1 + the next turn's
+        assert s.kls == [1.0, 1.0]
+        assert s.returns == pytest.approx([r - 0.5 * carried for r in p.returns])
+        assert s.advantages == pytest.approx(s.returns)  # raw, not normalized
+        assert s.node_return == pytest.approx(p.node_return)  # logged unshaped
 
 
 def test_kl_in_the_loss_trains_and_logs(tmp_path):

@@ -5,6 +5,7 @@ import torch
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout.record import rollout_groups
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import CentralizedMAGRPOTrainer
 
@@ -45,8 +46,8 @@ def test_per_agent_advantages_use_each_agents_own_returns(tmp_path):
     _, nodes = trainer.rollout_unit(ItemBatch(0, 2, PROMPTS[:2], 0))
     node = nodes[0]
     assert node.per_agent
-    sample0 = trainer._node_sample(node, 0)
-    sample1 = trainer._node_sample(node, 1)
+    sample0 = rollout_groups([node], 0)[0]
+    sample1 = rollout_groups([node], 1)[0]
     assert sample0.returns == [len(t) / 10.0 for t in node.samples[0].texts]
     assert sample1.returns == [0.0, 0.0]
     adv1 = trainer.advantages_for([sample1])[0]

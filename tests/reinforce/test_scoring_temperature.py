@@ -35,7 +35,7 @@ def _first_steps(monkeypatch, trainer):
     def spied_step(agent, model, opt, batch):
         if agent not in seen:
             rows = [
-                (s.prompt_ids, c, s.old_logps[j], s.reference_logps[j])
+                (s.prompt_ids, c, s.old_logps[j], s.ref_logps[j])
                 for s in batch
                 for j, c in enumerate(s.completion_ids)
             ]

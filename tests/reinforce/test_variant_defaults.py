@@ -8,6 +8,7 @@ import pytest
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import (
     MAGRPOConfig,
@@ -15,7 +16,6 @@ from comlrl.reinforce import (
     MAReMaxConfig,
     MAReMaxTrainer,
     MARLOOConfig,
-    NodeSample,
 )
 from comlrl.reinforce.advantages import fixed_baseline_advantages
 
@@ -100,7 +100,14 @@ def test_greedy_baseline_cost_is_logged(tmp_path):
 
 def test_max_baseline_keeps_the_group_max(tmp_path):
     trainer = _remax(tmp_path, baseline="max")
-    s = NodeSample(0, 0, [1, 2], [[3], [4], [5]], [1.0, 3.0, 2.0], 2.0, 2.0, 3)
+    s = RolloutGroup(
+        agent=0,
+        turn=0,
+        step=3,
+        prompt_ids=[1, 2],
+        completion_ids=[[3], [4], [5]],
+        returns=[1.0, 3.0, 2.0],
+    )
     assert trainer.advantages_for([s])[0].tolist() == [-2.0, 0.0, -1.0]
     assert "timing/greedy_baseline" not in trainer.timing.phases
 

@@ -15,8 +15,13 @@ A config field names the function to use (``advantage_mode``, ``policy_loss``,
 
 The contracts:
 
-- advantage: ``fn(returns) -> advantages``, both float64 tensors of one group's K sibling
-  returns (normalization is applied afterwards, by the family).
+- advantage: ``fn(returns, config) -> advantages``, both ``[G, K]`` float64 tensors: G groups
+  (one agent's completions at one tree node each) of K sibling returns, one row per group;
+  ``config`` is the family's config. Normalization is a separate step, applied afterwards by
+  the family. An estimator registered with ``needs_baseline=True`` is also given
+  ``baseline=``, a ``[G]`` tensor of each group's baseline measured outside the group (ReMax's
+  greedy joint reward). A function of one argument, one group's K returns (the first form of
+  this contract), still works: it is applied row by row.
 - policy loss: ``fn(logps, old_logps, advantages, row_weights, config) -> (loss, metrics)``.
   ``logps`` is a :class:`~comlrl.core.logprobs.TokenLogprobs` (per-token values and mask, one row
   per completion), ``old_logps`` the per-token log-probs at rollout (``[rows, tokens]``) or None
@@ -63,9 +68,11 @@ def _register(kind: str, name: str, **attributes: Any):
     return decorate
 
 
-def register_advantage(name: str):
-    """Decorator: register ``fn(returns) -> advantages`` as the advantage mode ``name``."""
-    return _register("advantage", name)
+def register_advantage(name: str, *, needs_baseline: bool = False):
+    """Decorator: register ``fn(returns, config) -> advantages`` (``[G, K]`` in and out) as
+    the advantage mode ``name``; ``needs_baseline``: it also takes each group's measured
+    ``baseline=`` (see the module docs)."""
+    return _register("advantage", name, needs_baseline=needs_baseline)
 
 
 def register_policy_loss(name: str, *, needs_old_logps: bool = False):

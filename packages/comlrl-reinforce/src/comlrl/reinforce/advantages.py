@@ -1,7 +1,12 @@
 """Advantages for REINFORCE with a group baseline.
 
-Baselines per group of K sibling returns: mean (GRPO), none (raw REINFORCE), max (ReMax) and
-leave-one-out (RLOO). Normalization keeps each baseline and divides a group's advantages by their
+Every estimator follows the registry's contract, ``fn(returns, config) -> advantages`` over a
+``[G, K]`` float64 tensor of G groups of K sibling returns (one row per group), so a whole
+update's groups go through it at once. Normalization is a separate step
+(:func:`normalize_groups`). Baselines per group: mean (GRPO), none (raw REINFORCE), max (ReMax) and
+leave-one-out (RLOO), and MAReMax's greedy baseline, the reward of a greedy joint rollout
+measured outside the group (registered with ``needs_baseline=True``, so it also receives each
+group's measured baseline). Normalization keeps each baseline and divides a group's advantages by their
 own root-mean-square ``s = sqrt(mean_k A_k^2)``, floored at ``STD_FLOOR``: for the mean baseline
 that is the group's population std (GRPO), and in every mode ``|A_k| <= sqrt(K)``, so tied and
 near-tied groups stay bounded. (Dividing un-centred raw returns by the returns' std instead made
@@ -16,7 +21,9 @@ mode.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -26,47 +33,81 @@ from comlrl.core.stats import STD_FLOOR, zscore
 
 
 @register_advantage("mean")
-def mean_baseline(r: torch.Tensor) -> torch.Tensor:
-    """GRPO: ``R - mean(R)`` over the group."""
-    return r - r.mean()
+def mean_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+    """GRPO: ``R - mean(R)`` over each group."""
+    return r - r.mean(-1, keepdim=True)
 
 
 @register_advantage("raw")
-def no_baseline(r: torch.Tensor) -> torch.Tensor:
+def no_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
     """REINFORCE: the returns themselves."""
     return r.clone()
 
 
 @register_advantage("max")
-def max_baseline(r: torch.Tensor) -> torch.Tensor:
-    """ReMax-style: ``R - max(R)`` over the group (the best sample gets 0)."""
-    return r - r.max()
+def max_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+    """ReMax-style: ``R - max(R)`` over each group (the best sample gets 0)."""
+    return r - r.max(-1, keepdim=True).values
 
 
 @register_advantage("rloo")
-def leave_one_out_baseline(r: torch.Tensor) -> torch.Tensor:
-    """RLOO: ``R_k - mean(R_j, j != k)``; a group of one falls back to the mean baseline."""
-    k = r.numel()
+def leave_one_out_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+    """RLOO: ``R_k - mean(R_j, j != k)``; groups of one fall back to the mean baseline."""
+    k = r.shape[-1]
     if k <= 1:
-        return r - r.mean()
-    return (k * r - r.sum()) / (k - 1)
+        return r - r.mean(-1, keepdim=True)
+    return (k * r - r.sum(-1, keepdim=True)) / (k - 1)
 
 
-def baseline_advantages(returns: Sequence[float], mode: str) -> torch.Tensor:
-    """``R - b`` for one group of sibling returns, ``b`` from the registered ``mode``."""
-    r = torch.as_tensor(list(returns), dtype=torch.float64)
-    return algos.get("advantage", mode, "advantage_mode")(r)
+@register_advantage("greedy", needs_baseline=True)
+def greedy_baseline(
+    r: torch.Tensor, config: Any = None, baseline: torch.Tensor | None = None
+) -> torch.Tensor:
+    """MAReMax: ``R - b`` with ``b`` each group's greedy joint reward (``baseline``, ``[G]``)."""
+    if baseline is None:
+        raise ValueError("the greedy advantage needs each group's measured baseline.")
+    return r - baseline.reshape(-1, 1).to(r.dtype)
+
+
+def estimate(
+    returns: torch.Tensor, mode: str, config: Any = None, baseline: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The registered estimator ``mode`` over ``returns`` (``[G, K]``); ``baseline`` (``[G]``)
+    goes to estimators registered with ``needs_baseline``. An estimator written for one group
+    (``fn(returns)`` of K values, the registry's first contract) runs row by row."""
+    fn = algos.get("advantage", mode, "advantage_mode")
+    if getattr(fn, "needs_baseline", False):
+        return fn(returns, config, baseline=baseline)
+    if _takes_one_argument(fn):
+        return torch.stack([fn(row) for row in returns]) if len(returns) else returns.clone()
+    return fn(returns, config)
+
+
+def _takes_one_argument(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) == 1 and not any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def normalize_groups(advantages: torch.Tensor, mode: str) -> torch.Tensor:
+    """Divide each group's advantages (a row of ``[G, K]``) by their root-mean-square, K > 1
+    only; raw returns, which have no baseline, are centred on the group mean first."""
+    if advantages.shape[-1] <= 1:
+        return advantages
+    if mode == "raw":
+        advantages = advantages - advantages.mean(-1, keepdim=True)
+    return advantages / rms_scale(advantages)
 
 
 def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> torch.Tensor:
-    """Baseline advantages, divided by their root-mean-square when ``normalize`` and K > 1
-    (raw returns are centred on the group mean first: a z-score)."""
-    adv = baseline_advantages(returns, mode)
-    if normalize and adv.numel() > 1:
-        if mode == "raw":
-            adv = adv - adv.mean()
-        adv = adv / rms_scale(adv)
-    return adv
+    """Baseline advantages of one group, divided by their root-mean-square when ``normalize``
+    and K > 1 (raw returns are centred on the group mean first: a z-score)."""
+    r = torch.as_tensor([list(returns)], dtype=torch.float64)
+    adv = estimate(r, mode)
+    return (normalize_groups(adv, mode) if normalize else adv)[0]
 
 
 def fixed_baseline_advantages(
@@ -74,18 +115,18 @@ def fixed_baseline_advantages(
 ) -> torch.Tensor:
     """``R - b`` for a baseline ``b`` measured outside the group (ReMax: the reward of the
     greedy joint response), divided by the advantages' rms when ``normalize`` and K > 1."""
-    adv = torch.as_tensor(list(returns), dtype=torch.float64) - float(baseline)
-    if normalize and adv.numel() > 1:
-        adv = adv / rms_scale(adv)
-    return adv
+    r = torch.as_tensor([list(returns)], dtype=torch.float64)
+    adv = estimate(r, "greedy", baseline=torch.tensor([float(baseline)], dtype=torch.float64))
+    return (normalize_groups(adv, "greedy") if normalize else adv)[0]
 
 
 def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
-    """``max(sqrt(mean(A^2)), STD_FLOOR)``: the spread of a group's advantages about zero.
+    """``max(sqrt(mean(A^2)), STD_FLOOR)`` over the last dimension: the spread of each group's
+    advantages about zero.
 
     Centred advantages (mean baseline) give the population std. The floor only matters when
     every advantage is (numerically) zero, which then stays (numerically) zero."""
-    return advantages.pow(2).mean().sqrt().clamp(min=STD_FLOOR)
+    return advantages.pow(2).mean(-1, keepdim=True).sqrt().clamp(min=STD_FLOOR)
 
 
 def batch_normalize(

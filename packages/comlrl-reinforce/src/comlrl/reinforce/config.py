@@ -162,8 +162,13 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
     )
 
     def uses_greedy_baseline(self) -> bool:
-        """Whether each node's baseline is the reward of a greedy joint rollout (MAReMax)."""
-        return False
+        """Whether each node's baseline is the reward of a greedy joint rollout (MAReMax's,
+        ``advantage_mode="greedy"``)."""
+        return self.advantage_mode == "greedy"
+
+    def advantage_estimator(self) -> str:
+        """The registered advantage estimator the update uses."""
+        return self.advantage_mode
 
     def _uses_reference(self) -> bool:
         return super()._uses_reference() or self.beta > 0
@@ -259,6 +264,10 @@ class MAReMaxConfig(MAGRPOConfig):
     def uses_greedy_baseline(self) -> bool:
         """True with ``baseline="greedy"``."""
         return self.baseline == "greedy"
+
+    def advantage_estimator(self) -> str:
+        """``greedy`` with the greedy baseline, else ``advantage_mode``."""
+        return "greedy" if self.uses_greedy_baseline() else self.advantage_mode
 
     def _refuse_inert_settings(self) -> None:
         super()._refuse_inert_settings()

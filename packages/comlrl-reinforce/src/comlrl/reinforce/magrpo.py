@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -22,56 +20,22 @@ from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import build_adamw
 from comlrl.core.ratio import padded_rows
 from comlrl.core.reference import reference_models_for
-from comlrl.core.rewards.report import agent_reward_metrics, node_agent_reward_mean
+from comlrl.core.rewards.report import agent_reward_metrics
+from comlrl.core.rewards.shaping import apply_kl_shaping
 from comlrl.core.rewards.weighted import WeightedRewards
-from comlrl.core.rollout.tree import TreeNode, agent_returns
+from comlrl.core.rollout.record import GroupCodec, RolloutGroup, attach_logprobs, rollout_groups
 from comlrl.core.train_step import Target, train_step
 from comlrl.core.trainer import TrainerBase
-from comlrl.reinforce.advantages import (
-    batch_normalize,
-    fixed_baseline_advantages,
-    group_advantages,
-)
+from comlrl.reinforce.advantages import batch_normalize, estimate, normalize_groups
 from comlrl.reinforce.config import MAGRPOConfig
-from comlrl.reinforce.extras import attach_extras
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
+from comlrl.reinforce.greedy import greedy_baselines
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import as_tensor, kept_tokens, row_weights, token_mean_total
 
-
-@dataclass
-class NodeSample:
-    """One agent's K completions at one tree node, with their credit."""
-
-    agent_idx: int
-    turn_idx: int
-    prompt_ids: list[int]
-    completion_ids: list[list[int]]
-    returns: list[float]
-    node_mean_reward: float
-    node_mean_return: float
-    node_env_step: int
-    reference_kls: list[float] = field(default_factory=list)
-    # Each completion's own KL plus the discounted KL of the later turns it led to.
-    carried_kls: list[float] = field(default_factory=list)
-    # The reference's per-token log-probs of each completion (KL in the loss).
-    reference_logps: list[list[float]] = field(default_factory=list)
-    # Per-token log-probs of each completion at rollout, for losses that form ratios.
-    old_logps: list[list[float]] = field(default_factory=list)
-    # A baseline measured outside the group (MAReMax: the greedy joint response's reward).
-    baseline: float | None = None
-    # This agent's own mean reward at the node when rewards are per agent (None if shared).
-    agent_reward_mean: float | None = None
-
-    def to_state(self) -> dict[str, Any]:
-        """Plain data for checkpoints."""
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> NodeSample:
-        """Inverse of :meth:`to_state`."""
-        return cls(**state)
+# The record's name before it moved into core (kept for imports of it).
+NodeSample = RolloutGroup
 
 
 class MAGRPOTrainer(TrainerBase):
@@ -105,7 +69,8 @@ class MAGRPOTrainer(TrainerBase):
                 "numbers of groups would take different numbers of optimizer steps."
             )
         self.reference_models = reference_models_for(self)
-        self.use_buffer(a.rollout_buffer_size, NodeSample)
+        kl_coef = a.reference_kl_coef if a.reference_kl_enabled else 0.0
+        self.use_buffer(a.rollout_buffer_size, GroupCodec(kl_coef))
 
     def _combine_rewards(self, inputs: TrainerInputs, args) -> TrainerInputs:
         """A list of reward functions (or ``reward_weights``) becomes one weighted sum."""
@@ -134,35 +99,52 @@ class MAGRPOTrainer(TrainerBase):
 
     # ------------------------------------------------------------------ collect
     def collect(self, unit) -> Batch:
-        """Roll out the unit's items; one record per tree node, in env-step order."""
-        _, nodes = self.rollout_unit(unit, self.args.joint_mode)
-        per_agent = [[self._node_sample(node, i) for node in nodes] for i in range(self.num_agents)]
-        attach_extras(self, nodes, per_agent)
-        self.offer_completions(
-            lambda: tree_rows(
-                nodes, [[self.group_advantages(s).tolist() for s in ss] for ss in per_agent]
-            )
+        """Roll out the unit's items and shape their rewards; one record per tree node (each
+        agent's group there, advantages computed), in env-step order."""
+        roots, nodes = self.rollout_unit(unit, self.args.joint_mode)
+        baselines = greedy_baselines(self, nodes) if self.args.uses_greedy_baseline() else None
+        kls = apply_kl_shaping(self, roots, nodes)
+        per_agent = [
+            rollout_groups(nodes, i, None if kls is None else kls[i])
+            for i in range(self.num_agents)
+        ]
+        if baselines is not None:
+            for j, per_node in enumerate(baselines):
+                for groups, b in zip(per_agent, per_node):
+                    groups[j].baseline = b
+        attach_logprobs(
+            self, per_agent, old=self.policy_loss.needs_old_logps, reference=self.args.beta > 0
         )
-        order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].node_env_step)
+        for groups in per_agent:
+            self.fill_advantages(groups)
+        self.offer_completions(
+            lambda: tree_rows(nodes, [[g.advantages for g in gs] for gs in per_agent])
+        )
+        order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].step)
         return Batch(
-            [
-                Record([[samples[j]] for samples in per_agent], per_agent[0][j].node_env_step)
-                for j in order
-            ]
+            [Record([[groups[j]] for groups in per_agent], per_agent[0][j].step) for j in order]
         )
 
-    def _node_sample(self, node: TreeNode, agent: int) -> NodeSample:
-        return NodeSample(
-            agent_idx=agent,
-            turn_idx=node.turn,
-            prompt_ids=list(node.samples[agent].prompt_ids),
-            completion_ids=[list(c) for c in node.samples[agent].completion_ids],
-            returns=agent_returns(node, agent),
-            node_mean_reward=float(np.mean(node.rewards)),
-            node_mean_return=float(np.mean(node.returns)),
-            node_env_step=node.env_step,
-            agent_reward_mean=node_agent_reward_mean(node, agent),
-        )
+    def fill_advantages(self, groups: Sequence[RolloutGroup]) -> None:
+        """Each group's advantages within the group: the configured estimator over the groups'
+        ``[G, K]`` returns, then per-group normalization when its scope is ``group`` (batch
+        scope needs the whole update and comes later)."""
+        a = self.args
+        mode = a.advantage_estimator()
+        scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
+        by_size: dict[int, list[RolloutGroup]] = {}
+        for g in groups:
+            by_size.setdefault(g.size, []).append(g)
+        for same in by_size.values():
+            returns = torch.tensor([g.returns for g in same], dtype=torch.float64)
+            baseline = None
+            if mode == "greedy":
+                baseline = torch.tensor([float(g.baseline) for g in same], dtype=torch.float64)
+            adv = estimate(returns, mode, a, baseline)
+            if scope_normalize:
+                adv = normalize_groups(adv, mode)
+            for g, row in zip(same, adv.tolist()):
+                g.advantages = row
 
     @property
     def policy_loss(self):
@@ -180,28 +162,30 @@ class MAGRPOTrainer(TrainerBase):
         metrics = self._metrics(experience.samples[0], stats)
         metrics.update(
             agent_reward_metrics(
-                (s.agent_idx, s.turn_idx, s.agent_reward_mean)
-                for per_agent in experience.samples
-                for s in per_agent
+                (g.agent, g.turn, g.own_reward) for groups in experience.samples for g in groups
             )
         )
         return metrics
 
     # ------------------------------------------------------------------ the update
-    def _update_agent(self, agent: int, samples: list[NodeSample], seed: int) -> dict[str, float]:
+    def _update_agent(
+        self, agent: int, samples: list[RolloutGroup], seed: int
+    ) -> dict[str, float]:
         a = self.args
         model, opt = self.agents[agent], self.optimizers[agent]
         model.train()
         losses, norms, extra = [], [], {}
         rng = random.Random(seed)
+        # A buffer restored from a checkpoint of the older layout has no advantages yet.
+        self.fill_advantages([g for g in samples if not g.advantages])
         if a.drop_zero_variance_groups:
-            # The shaped returns: a group whose rewards tie still differs in its KL penalty.
-            kept = [s for s in samples if has_spread(self.shaped_returns(s))]
+            # Shaped returns: a group whose rewards tie still differs in its KL penalty.
+            kept = [g for g in samples if has_spread(g.returns)]
             extra["dropped_groups"] = [float(len(samples) - len(kept))]
             samples = kept
-        by_turn: dict[int, list[NodeSample]] = {}
+        by_turn: dict[int, list[RolloutGroup]] = {}
         for s in samples:
-            by_turn.setdefault(s.turn_idx, []).append(s)
+            by_turn.setdefault(s.turn, []).append(s)
         # Each pass reshuffles; a ratio loss corrects passes after the first (num_iterations).
         # No dropout: the gradient is of the policy that sampled, and old log-probs were taken
         # without it, so the first pass's ratio is exactly 1.
@@ -224,10 +208,12 @@ class MAGRPOTrainer(TrainerBase):
             **{key: float(np.mean(values)) for key, values in extra.items()},
         }
 
-    def advantages_for(self, batch: Sequence[NodeSample]) -> list[torch.Tensor]:
-        """Advantages of every completion in ``batch``, one tensor per node sample."""
+    def advantages_for(self, batch: Sequence[RolloutGroup]) -> list[torch.Tensor]:
+        """Advantages of every completion in ``batch``, one tensor per group: the groups' own,
+        z-scored over the mini-batch when normalization's scope is ``batch``."""
         a = self.args
-        advs = [self.group_advantages(s) for s in batch]
+        self.fill_advantages([g for g in batch if not g.advantages])
+        advs = [torch.tensor(g.advantages, dtype=torch.float64) for g in batch]
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
             flat = torch.cat(advs)
             pooled = self.pooled_moments([flat])
@@ -235,27 +221,7 @@ class MAGRPOTrainer(TrainerBase):
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
 
-    def shaped_returns(self, s: NodeSample) -> list[float]:
-        """A node sample's returns less the reward-side KL penalty (its own and the later
-        turns' carried KL) when KL is in the reward; its returns otherwise."""
-        returns = list(s.returns)
-        kls = s.carried_kls or s.reference_kls
-        if kls:
-            coef = self.args.reference_kl_coef
-            returns = [r - coef * kl for r, kl in zip(returns, kls)]
-        return returns
-
-    def group_advantages(self, s: NodeSample) -> torch.Tensor:
-        """The advantages of one node sample's completions within their group (KL-shaped
-        returns; batch-scope normalization, which needs the whole update, comes after)."""
-        a = self.args
-        returns = self.shaped_returns(s)
-        scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
-        if s.baseline is not None:
-            return fixed_baseline_advantages(returns, s.baseline, scope_normalize)
-        return group_advantages(returns, a.advantage_mode, scope_normalize)
-
-    def _step(self, agent: int, model, opt, batch: list[NodeSample]):
+    def _step(self, agent: int, model, opt, batch: list[RolloutGroup]):
         """One optimizer step on a mini-batch of node samples (one padded forward per
         micro-batch, gradients accumulated)."""
         a = self.args
@@ -268,7 +234,7 @@ class MAGRPOTrainer(TrainerBase):
                 adv_rows.append(av)
                 sizes.append(len(s.completion_ids))
                 olds.append(s.old_logps[j] if s.old_logps else None)
-                refs.append(s.reference_logps[j] if s.reference_logps else None)
+                refs.append(s.ref_logps[j] if s.ref_logps else None)
         lengths = [len(c) for c in comps]
         found: dict[str, list[float]] = {}
         keep = None
@@ -338,20 +304,18 @@ class MAGRPOTrainer(TrainerBase):
         return token_mean_total(pooled, self.dist.world_size)
 
     # ------------------------------------------------------------------ metrics
-    def _metrics(self, samples: list[NodeSample], stats: list[dict[str, float]]) -> dict:
+    def _metrics(self, samples: list[RolloutGroup], stats: list[dict[str, float]]) -> dict:
         a = self.args
         metrics: dict[str, float] = {}
-        by_turn: dict[int, list[NodeSample]] = {}
+        by_turn: dict[int, list[RolloutGroup]] = {}
         for s in samples:
-            by_turn.setdefault(s.turn_idx, []).append(s)
+            by_turn.setdefault(s.turn, []).append(s)
         for turn, group in sorted(by_turn.items()):
             t = turn + 1
-            metrics[f"turn_{t}/reward_mean"] = float(np.mean([s.node_mean_reward for s in group]))
-            metrics[f"turn_{t}/expected_return"] = float(
-                np.mean([s.node_mean_return for s in group])
-            )
+            metrics[f"turn_{t}/reward_mean"] = float(np.mean([s.node_reward for s in group]))
+            metrics[f"turn_{t}/expected_return"] = float(np.mean([s.node_return for s in group]))
             if a.reference_kl_enabled:
-                kls = [k for s in group for k in s.reference_kls]
+                kls = [k for s in group for k in s.kls]
                 if kls:
                     metrics[f"turn_{t}/reference_kl_mean"] = float(np.mean(kls))
                     metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(

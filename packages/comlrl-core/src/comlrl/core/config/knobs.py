@@ -31,7 +31,9 @@ JOINT_MODE = Knob(
 # The families pass the check: the modes are REINFORCE's until a registry lists them.
 ADVANTAGE_MODE = Knob(
     help="Baseline subtracted from each return within its group of K siblings: `mean` (GRPO), "
-    "`raw` no baseline (REINFORCE), `max` (ReMax), `rloo` leave-one-out (RLOO).",
+    "`raw` no baseline (REINFORCE), `max` (ReMax), `rloo` leave-one-out (RLOO), `greedy` the "
+    "reward of one extra greedy joint rollout per node (MAReMax's default; logged as "
+    "`timing/greedy_baseline`), or any estimator registered with `register_advantage`.",
 )
 
 CRITIC_LEARNING_RATE = Knob(

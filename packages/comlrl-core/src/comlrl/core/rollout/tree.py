@@ -37,8 +37,11 @@ class TreeNode:
 
     ``rewards[a]`` and ``returns[a]`` are joint action ``a``'s shared values (with per-agent
     rewards: the mean over the agents). ``agent_rewards[a][i]`` is agent ``i``'s own reward when
-    the reward function gave per-agent values (empty otherwise), and ``agent_return_rows[a][i]``
-    agent ``i``'s own return, built from its own rewards at every turn.
+    the reward function gave per-agent values (empty otherwise). ``penalties[a][i]`` is what a
+    reward transform (:mod:`comlrl.core.rewards.shaping`, e.g. KL to the reference) takes from
+    agent ``i``'s reward of action ``a`` (empty: nothing). ``agent_return_rows[a][i]`` is agent
+    ``i``'s own return, built from its own, shaped, rewards at every turn; ``returns`` stay the
+    environment's.
     """
 
     item_index: int
@@ -55,6 +58,7 @@ class TreeNode:
     returns: list[float] = field(default_factory=list)
     agent_rewards: list[list[float]] = field(default_factory=list)
     agent_return_rows: list[list[float]] = field(default_factory=list)
+    penalties: list[list[float]] = field(default_factory=list)
     env_step: int = 0
     terminated: bool = False
     branch: tuple[int, ...] = ()  # joint-action indices from the root to this node
@@ -74,6 +78,11 @@ class TreeNode:
         if self.agent_rewards:
             return self.agent_rewards[action][agent]
         return self.rewards[action]
+
+    def shaped_reward_of(self, action: int, agent: int) -> float:
+        """Agent ``agent``'s reward for joint action ``action`` less its shaping penalty."""
+        penalty = self.penalties[action][agent] if self.penalties else 0.0
+        return self.reward_of(action, agent) - penalty
 
     def return_of(self, action: int, agent: int) -> float:
         """Agent ``agent``'s return for joint action ``action``."""
@@ -159,7 +168,7 @@ def build_trees(
         for node in root.walk():
             counter += len(node.joint_actions)
             node.env_step = counter
-        _compute_returns(root, settings.discount)
+        compute_returns(root, settings.discount)
     return roots
 
 
@@ -270,16 +279,18 @@ def _check_transition_output(transition: Callable, ext: Any, n: int) -> list[str
     return list(ext)
 
 
-def _compute_returns(node: TreeNode, discount: float) -> list[float]:
-    """Shared returns, and each agent's return from its own rewards (the same numbers when
-    rewards are shared): ``R = r + discount * mean(children's R)``."""
+def compute_returns(node: TreeNode, discount: float) -> list[float]:
+    """The one return recursion, ``R = r + discount * mean(children's R)``, over the subtree at
+    ``node``: the shared returns from the environment's rewards, and each agent's from its own
+    shaped rewards (the same numbers when rewards are shared and nothing shapes them). A reward
+    transform runs it again once it has set its penalties. Returns ``node.returns``."""
     returns, rows = [], []
     n = len(node.samples)
     for a, r in enumerate(node.rewards):
         child = node.children[a] if node.children else None
-        own = [node.reward_of(a, i) for i in range(n)]
+        own = [node.shaped_reward_of(a, i) for i in range(n)]
         if child is not None:
-            child_returns = _compute_returns(child, discount)
+            child_returns = compute_returns(child, discount)
             r = r + discount * sum(child_returns) / len(child_returns)
             for i in range(n):
                 later = [row[i] for row in child.agent_return_rows]

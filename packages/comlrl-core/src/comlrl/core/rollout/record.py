@@ -1,0 +1,193 @@
+"""The rollout record: what a policy-gradient update trains on, built by core from the trees.
+
+A :class:`RolloutGroup` is one agent's K completions at one tree node, the group an advantage
+is computed over: its prompt and completion token ids, the agent's (shaped) reward and return
+of each completion, their advantages once the family has computed them, the rollout's and the
+reference's per-token log-probs where the loss uses them, and the node's turn and env step.
+
+Returns come from the tree's one recursion after every reward transform
+(:mod:`comlrl.core.rewards.shaping`), so a group's returns already carry the KL penalty when KL
+is in the reward. Credit in ``cross`` mode, where a completion is part of several joint actions,
+is the mean over those actions (:func:`comlrl.core.rollout.tree.agent_returns`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from comlrl.core.dropout import dropout_off
+from comlrl.core.logprobs import score
+from comlrl.core.reference import reference_token_logps
+from comlrl.core.rewards.report import node_agent_reward_mean
+from comlrl.core.rollout.tree import TreeNode, agent_returns
+
+# The checkpointed names of the record before it moved into core (``NodeSample``).
+_LEGACY_KEYS = {
+    "agent_idx": "agent",
+    "turn_idx": "turn",
+    "node_env_step": "step",
+    "node_mean_reward": "node_reward",
+    "node_mean_return": "node_return",
+    "agent_reward_mean": "own_reward",
+    "reference_logps": "ref_logps",
+    "reference_kls": "kls",
+}
+
+
+@dataclass
+class RolloutGroup:
+    """One agent's K completions at one tree node, with their credit.
+
+    ``rewards[k]``/``returns[k]`` are completion k's immediate reward and return for this agent,
+    shaped; ``advantages[k]`` its advantage within the group (set by the family's ``collect``;
+    normalization over a whole update batch comes later). ``kls[k]`` is the reward-side KL
+    that shaping took (empty without it), ``old_logps[k]``/``ref_logps[k]`` the per-token
+    log-probs at rollout and under the reference (empty unless the loss uses them).
+    ``baseline`` is a baseline measured outside the group (ReMax's greedy reward), and
+    ``node_reward``/``node_return``/``own_reward`` the node's environment values for logging.
+    """
+
+    agent: int
+    turn: int
+    step: int
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    returns: list[float]
+    rewards: list[float] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+    kls: list[float] = field(default_factory=list)
+    old_logps: list[list[float]] = field(default_factory=list)
+    ref_logps: list[list[float]] = field(default_factory=list)
+    baseline: float | None = None
+    node_reward: float = 0.0
+    node_return: float = 0.0
+    own_reward: float | None = None
+
+    @property
+    def size(self) -> int:
+        """K, the number of completions in the group."""
+        return len(self.completion_ids)
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for checkpoints."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], kl_coef: float = 0.0) -> RolloutGroup:
+        """Inverse of :meth:`to_state`. Also reads a buffer checkpointed before the record
+        moved into core, whose returns were kept unshaped next to their KL: those returns are
+        shaped here with ``kl_coef`` (the run's ``reference_kl_coef`` when KL is in the
+        reward, else 0)."""
+        if "agent_idx" not in state:
+            return cls(**state)
+        old = dict(state)
+        carried = old.pop("carried_kls", []) or old.get("reference_kls", [])
+        fields = {_LEGACY_KEYS.get(k, k): v for k, v in old.items()}
+        if carried and kl_coef:
+            fields["returns"] = [r - kl_coef * kl for r, kl in zip(fields["returns"], carried)]
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class GroupCodec:
+    """How a buffer of :class:`RolloutGroup` goes into and out of a checkpoint (the trainer's
+    ``sample_cls``); ``kl_coef`` converts buffers of the older layout."""
+
+    kl_coef: float = 0.0
+
+    def to_state(self, group: RolloutGroup) -> dict[str, Any]:
+        """Plain data for checkpoints."""
+        return group.to_state()
+
+    def from_state(self, state: dict[str, Any]) -> RolloutGroup:
+        """Inverse of :meth:`to_state`, older layouts included."""
+        return RolloutGroup.from_state(state, self.kl_coef)
+
+
+def rollout_groups(
+    nodes: Sequence[TreeNode], agent: int, kls: Sequence[Sequence[float]] | None = None
+) -> list[RolloutGroup]:
+    """``agent``'s group at each of ``nodes``, from the tree's (shaped) rewards and returns;
+    ``kls[j]`` is the shaping KL of the agent's completions at ``nodes[j]``."""
+    groups = []
+    for j, node in enumerate(nodes):
+        ps = node.samples[agent]
+        groups.append(
+            RolloutGroup(
+                agent=agent,
+                turn=node.turn,
+                step=node.env_step,
+                prompt_ids=list(ps.prompt_ids),
+                completion_ids=[list(c) for c in ps.completion_ids],
+                returns=agent_returns(node, agent),
+                rewards=_completion_rewards(node, agent),
+                kls=list(kls[j]) if kls is not None else [],
+                node_reward=float(np.mean(node.rewards)),
+                node_return=float(np.mean(node.returns)),
+                own_reward=node_agent_reward_mean(node, agent),
+            )
+        )
+    return groups
+
+
+def _completion_rewards(node: TreeNode, agent: int) -> list[float]:
+    k = len(node.samples[agent].completion_ids)
+    totals, counts = [0.0] * k, [0] * k
+    for a, action in enumerate(node.joint_actions):
+        totals[action[agent]] += node.shaped_reward_of(a, agent)
+        counts[action[agent]] += 1
+    return [t / c if c else 0.0 for t, c in zip(totals, counts)]
+
+
+def attach_logprobs(
+    trainer: Any, per_agent: Sequence[Sequence[RolloutGroup]], *, old: bool, reference: bool
+) -> None:
+    """Fill the groups' ``old_logps`` (the rollout policy, without dropout) and ``ref_logps``
+    (the agent's reference), each agent's completions scored together at the sampler's
+    temperature, within the token budget."""
+    a = trainer.args
+    pads = [tok.pad_token_id for tok in trainer.tokenizers]
+    if reference:
+        _per_completion(
+            per_agent,
+            "ref_logps",
+            lambda i, p, c: reference_token_logps(
+                trainer.reference_models[i], p, c, pads[i], a.logprob_max_tokens, a.temperature
+            ),
+        )
+    if old:
+
+        def rollout_policy(i, p, c):
+            with dropout_off(trainer.agents[i]):
+                lp = score(
+                    trainer.agents[i],
+                    p,
+                    c,
+                    pad_id=pads[i],
+                    max_tokens=a.logprob_max_tokens,
+                    temperature=a.temperature,
+                )
+            return [v[: len(x)] for v, x in zip(lp.values.tolist(), c)]
+
+        _per_completion(per_agent, "old_logps", rollout_policy)
+
+
+def _per_completion(
+    per_agent: Sequence[Sequence[RolloutGroup]],
+    attr: str,
+    compute: Callable[[int, list, list], list],
+) -> None:
+    """``compute(agent, prompts, completions)`` over all of an agent's completions at once,
+    split back into each group's ``attr`` (one entry per completion)."""
+    for i, groups in enumerate(per_agent):
+        prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
+        comps = [c for g in groups for c in g.completion_ids]
+        values = compute(i, prompts, comps)
+        pos = 0
+        for g in groups:
+            setattr(g, attr, values[pos : pos + g.size])
+            pos += g.size
