@@ -148,9 +148,22 @@ class AdapterAgent(torch.nn.Module):
 
     def save_pretrained(self, directory, **kwargs) -> None:
         """Save this agent's adapter (its ``adapter_config.json`` names the base model)."""
-        self.shared.model.save_pretrained(
-            str(directory), selected_adapters=[self.adapter_name], **kwargs
-        )
+        import os
+        import shutil
+        import tempfile
+
+        # peft writes a named adapter into a sub-directory of that name; the agent's directory
+        # holds its adapter directly, as a single-adapter peft model saves it.
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
+            self.shared.model.save_pretrained(tmp, selected_adapters=[self.adapter_name], **kwargs)
+            src = os.path.join(tmp, self.adapter_name)
+            src = src if os.path.isdir(src) else tmp
+            for name in os.listdir(src):
+                target = os.path.join(directory, name)
+                if os.path.isdir(target):
+                    shutil.rmtree(target)
+                shutil.move(os.path.join(src, name), target)
 
     def train(self, mode: bool = True):
         """Set the shared model's mode (the base and every adapter share it)."""
@@ -169,7 +182,8 @@ class AdapterAgent(torch.nn.Module):
 
 class BaseReference(torch.nn.Module):
     """The KL reference of a :class:`SharedBase`'s agents: calls run the shared model with
-    every adapter disabled; it holds no parameters of its own."""
+    every adapter disabled. It holds no weights of its own; its ``parameters()`` are the
+    shared base's frozen ones (where callers read the device), never an adapter's."""
 
     def __init__(self, shared: SharedBase):
         super().__init__()
@@ -179,11 +193,15 @@ class BaseReference(torch.nn.Module):
         with self.shared.active(None), torch.no_grad():
             return self.shared.model(*args, **kwargs)
 
-    def parameters(self, recurse: bool = True):
-        return iter(())
-
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
-        return iter(())
+        names = self.shared.names
+        for n, p in self.shared.model.named_parameters(prefix, recurse, remove_duplicate):
+            if not any(_owns(n, a) for a in names):
+                yield n, p
+
+    def parameters(self, recurse: bool = True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
 
     def to(self, *args, **kwargs):
         return self  # it runs wherever the shared model is

@@ -105,10 +105,14 @@ def wrap_with_peft(agents: list, peft_config: Mapping) -> list:
     return out
 
 
-def share_or_wrap(agents: list, peft_config: Mapping) -> list:
+def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -> list:
     """Agents that are one base object get one :class:`~comlrl.core.adapters.SharedBase` (one
     frozen base, one adapter per agent, named ``agent_<i>``); every other agent is wrapped in
-    its own PEFT model."""
+    its own PEFT model. The shared adapters' initial weights are drawn from ``seed`` (0 when
+    None) without touching the global RNG, so two runs of one config start equal (exact
+    resume compares them)."""
+    import torch
+
     from comlrl.core.adapters import SharedBase, shared_base_groups
 
     out = list(agents)
@@ -122,7 +126,9 @@ def share_or_wrap(agents: list, peft_config: Mapping) -> list:
                 f"peft_config is set, but agent {group[0]} is already a PEFT model; give the "
                 "base model with peft_config, or the PEFT model without it."
             )
-        shared = SharedBase(base, peft_config, [f"agent_{i}" for i in group])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0 if seed is None else seed)
+            shared = SharedBase(base, peft_config, [f"agent_{i}" for i in group])
         for i, view in zip(group, shared.agents()):
             out[i] = view
     return out
@@ -163,7 +169,7 @@ def prepare_agents(agents: list, args: Any) -> list:
         agents = [master_weights(m) for m in agents]
     peft_config = getattr(args, "peft_config", None)
     if peft_config is not None:
-        agents = share_or_wrap(agents, peft_config)
+        agents = share_or_wrap(agents, peft_config, getattr(args, "seed", None))
     if getattr(args, "gradient_checkpointing", False):
         enable_gradient_checkpointing(agents)
     return agents
