@@ -1,7 +1,7 @@
 """Peak memory of N agents on one base (``peft_config`` with one model source for all).
 
 Each case runs in a fresh subprocess, which builds a MAGRPO trainer over a random-init
-Qwen2-shaped model saved to disk (about 30M parameters), with LoRA on q_proj/v_proj, and then
+Qwen2-shaped model saved to disk (about 35M parameters), with LoRA on q_proj/v_proj, and then
 reports its peak resident set size (``resource.getrusage``, ru_maxrss). No timing is measured.
 
     uv run --frozen python -m benchmarks adapters [--agents 1 4]
@@ -28,8 +28,9 @@ def _model_dir(root: str) -> str:
     cfg = Qwen2Config(vocab_size=8192, hidden_size=512, intermediate_size=1536,
                       num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8)  # fmt: skip
     AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    from comlrl.core.testing import tiny_model_dir
     from transformers import AutoTokenizer
+
+    from comlrl.core.testing import tiny_model_dir
 
     AutoTokenizer.from_pretrained(tiny_model_dir()).save_pretrained(path)
     return path
