@@ -80,6 +80,10 @@ def main(argv=None) -> int:
         from benchmarks.realsize import main as realsize_main
 
         return realsize_main(argv[1:])
+    if argv[:1] == ["adapters"]:
+        from benchmarks.adapters import main as adapters_main
+
+        return adapters_main(argv[1:])
     if argv[:1] == ["refsuite"]:
         from benchmarks.refsuite import main as refsuite_main
 

@@ -11,8 +11,9 @@ The active adapter is state of the shared model, so every forward of a view sele
 adapter and runs under one lock: agents in threads take turns, and a backward uses the graph
 its own forward built (which adapter is active later does not change it).
 
-Not yet wired into the trainers' model loading (see issue 27, part 1): a caller builds the
-views and hands them to a trainer as its agents.
+The trainers' model loading builds one :class:`SharedBase` for agents of one base when
+``peft_config`` is set (:func:`comlrl.core.model_setup.prepare_agents`), and their KL reference
+is a :class:`BaseReference` over it (no model copy).
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ class AdapterAgent(torch.nn.Module):
         with self.shared.active(None):
             yield self.shared.model
 
+    def reference_model(self) -> BaseReference:
+        """A light module that runs the shared model with every adapter disabled."""
+        return BaseReference(self.shared)
+
     def state_dict(self, *args, **kwargs):
         """This agent's adapter weights, as peft saves them."""
         from peft import get_peft_model_state_dict
@@ -143,9 +148,22 @@ class AdapterAgent(torch.nn.Module):
 
     def save_pretrained(self, directory, **kwargs) -> None:
         """Save this agent's adapter (its ``adapter_config.json`` names the base model)."""
-        self.shared.model.save_pretrained(
-            str(directory), selected_adapters=[self.adapter_name], **kwargs
-        )
+        import os
+        import shutil
+        import tempfile
+
+        # peft writes a named adapter into a sub-directory of that name; the agent's directory
+        # holds its adapter directly, as a single-adapter peft model saves it.
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
+            self.shared.model.save_pretrained(tmp, selected_adapters=[self.adapter_name], **kwargs)
+            src = os.path.join(tmp, self.adapter_name)
+            src = src if os.path.isdir(src) else tmp
+            for name in os.listdir(src):
+                target = os.path.join(directory, name)
+                if os.path.isdir(target):
+                    shutil.rmtree(target)
+                shutil.move(os.path.join(src, name), target)
 
     def train(self, mode: bool = True):
         """Set the shared model's mode (the base and every adapter share it)."""
@@ -160,6 +178,53 @@ class AdapterAgent(torch.nn.Module):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(self.shared.model, name)
+
+
+class BaseReference(torch.nn.Module):
+    """The KL reference of a :class:`SharedBase`'s agents: calls run the shared model with
+    every adapter disabled. It holds no weights of its own; its ``parameters()`` are the
+    shared base's frozen ones (where callers read the device), never an adapter's."""
+
+    def __init__(self, shared: SharedBase):
+        super().__init__()
+        object.__setattr__(self, "shared", shared)
+
+    def forward(self, *args, **kwargs):
+        with self.shared.active(None), torch.no_grad():
+            return self.shared.model(*args, **kwargs)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
+        names = self.shared.names
+        for n, p in self.shared.model.named_parameters(prefix, recurse, remove_duplicate):
+            if not any(_owns(n, a) for a in names):
+                yield n, p
+
+    def parameters(self, recurse: bool = True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def to(self, *args, **kwargs):
+        return self  # it runs wherever the shared model is
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.shared.model, name)
+
+
+def shared_base_groups(agents: Sequence[Any]) -> list[list[int]]:
+    """Indices of the agents that are one model object, in first-seen order."""
+    groups: dict[int, list[int]] = {}
+    for i, m in enumerate(agents):
+        groups.setdefault(id(m), []).append(i)
+    return list(groups.values())
 
 
 def parameter_bytes(models: Sequence[torch.nn.Module]) -> int:

@@ -105,6 +105,35 @@ def wrap_with_peft(agents: list, peft_config: Mapping) -> list:
     return out
 
 
+def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -> list:
+    """Agents that are one base object get one :class:`~comlrl.core.adapters.SharedBase` (one
+    frozen base, one adapter per agent, named ``agent_<i>``); every other agent is wrapped in
+    its own PEFT model. The shared adapters' initial weights are drawn from ``seed`` (0 when
+    None) without touching the global RNG, so two runs of one config start equal (exact
+    resume compares them)."""
+    import torch
+
+    from comlrl.core.adapters import SharedBase, shared_base_groups
+
+    out = list(agents)
+    for group in shared_base_groups(agents):
+        if len(group) == 1:
+            out[group[0]] = wrap_with_peft([agents[group[0]]], peft_config)[0]
+            continue
+        base = agents[group[0]]
+        if _is_peft_model(base):
+            raise ValueError(
+                f"peft_config is set, but agent {group[0]} is already a PEFT model; give the "
+                "base model with peft_config, or the PEFT model without it."
+            )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0 if seed is None else seed)
+            shared = SharedBase(base, peft_config, [f"agent_{i}" for i in group])
+        for i, view in zip(group, shared.agents()):
+            out[i] = view
+    return out
+
+
 def enable_gradient_checkpointing(agents: list) -> None:
     """Turn on gradient checkpointing for every distinct agent.
 
@@ -114,7 +143,9 @@ def enable_gradient_checkpointing(agents: list) -> None:
     asks for the cache explicitly and is unaffected.
     """
     kwargs = {"use_reentrant": False}
-    for model in {id(m): m for m in agents}.values():
+    # An adapter view runs its shared base model: that model is the one to configure, once.
+    owners = [m.shared.model if hasattr(m, "adapter_name") else m for m in agents]
+    for model in {id(m): m for m in owners}.values():
         # transformers 5 renamed the method (the old name warns); older releases have only it.
         enable = getattr(model, "activation_checkpointing_enable", None)
         if callable(enable):
@@ -138,7 +169,7 @@ def prepare_agents(agents: list, args: Any) -> list:
         agents = [master_weights(m) for m in agents]
     peft_config = getattr(args, "peft_config", None)
     if peft_config is not None:
-        agents = wrap_with_peft(agents, peft_config)
+        agents = share_or_wrap(agents, peft_config, getattr(args, "seed", None))
     if getattr(args, "gradient_checkpointing", False):
         enable_gradient_checkpointing(agents)
     return agents

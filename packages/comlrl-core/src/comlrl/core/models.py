@@ -282,10 +282,13 @@ def unresolved_model(source: Any, field: str):
         ) from exc
 
 
-def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> list:
+def load_agents(
+    sources: Sequence[Any], model_config: dict | None = None, share_named: bool = False
+) -> list:
     """Materialise every source. Repeated names load once and are deep-copied (no shared
     weights); a repeated object stays shared (parameter sharing). Every named source is
-    checked before the first one loads."""
+    checked before the first one loads. With ``share_named`` a repeated name stays one object
+    (agents of one base that get one adapter each on it)."""
     check_model_sources(sources)
     loaded: dict[str, Any] = {}
     models = []
@@ -293,7 +296,7 @@ def load_agents(sources: Sequence[Any], model_config: dict | None = None) -> lis
         if is_model_name(src):
             key = str(src)
             if key in loaded:
-                models.append(copy.deepcopy(loaded[key]))
+                models.append(loaded[key] if share_named else copy.deepcopy(loaded[key]))
             else:
                 loaded[key] = load_causal_lm(key, model_config)
                 models.append(loaded[key])
@@ -395,12 +398,19 @@ def unique_models(models: Sequence[Any]) -> list:
 
 
 def place_agents(
-    sources: Sequence[Any], tokenizer: Any, model_config: dict, devices: Sequence[Any]
+    sources: Sequence[Any],
+    tokenizer: Any,
+    model_config: dict,
+    devices: Sequence[Any],
+    share_named: bool = False,
 ) -> tuple[list, list]:
     """Load every agent and its tokenizer, add the configured special tokens, move each agent
     to its device and align its generation ids with its tokenizer; returns (agents,
-    tokenizers)."""
-    agents = load_agents(sources, model_config)
+    tokenizers). ``share_named`` (a ``peft_config`` run on one device) keeps agents of one
+    named base one object, which :func:`~comlrl.core.model_setup.prepare_agents` gives one
+    adapter per agent."""
+    share_named = share_named and len({str(d) for d in devices}) == 1
+    agents = load_agents(sources, model_config, share_named)
     tokenizers = resolve_tokenizers(tokenizer, sources, model_config)
     if model_config.get("special_tokens"):
         add_special_tokens(tokenizers, agents, model_config["special_tokens"])

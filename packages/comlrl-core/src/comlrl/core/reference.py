@@ -27,11 +27,17 @@ def build_reference_models(
 ) -> list:
     """One frozen reference per agent: reloaded from its name, or a copy of the given object.
 
-    Agents that share one object share one reference too.
+    Agents that share one object share one reference too; agents that are adapters on one
+    shared base get the base with adapters disabled (no copy).
     """
+    from comlrl.core.adapters import AdapterAgent
+
     refs: dict[int, Any] = {}
     out = []
     for agent, src, dev in zip(agents, sources, devices):
+        if isinstance(agent, AdapterAgent):
+            out.append(agent.reference_model())
+            continue
         key = id(agent)
         if key not in refs:
             ref = (

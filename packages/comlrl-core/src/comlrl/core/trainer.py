@@ -135,7 +135,11 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         if not load_models:
             return
         self.agents, self.tokenizers = place_agents(
-            self.sources, inputs.tokenizer, self.model_config, self.agent_devices
+            self.sources,
+            inputs.tokenizer,
+            self.model_config,
+            self.agent_devices,
+            share_named=self.args.peft_config is not None,
         )
         self.agents = prepare_agents(self.agents, self.args)
         self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)

@@ -340,8 +340,11 @@ class CommonConfig:
         None,
         help="Train adapters instead of full weights: a mapping of `peft` config fields "
         "(`peft_type` defaults to LORA, `task_type` to CAUSAL_LM) or a `peft` config object "
-        "such as `peft.LoraConfig`; wraps every agent with `peft.get_peft_model`. Needs the "
-        "`peft` extra.",
+        "such as `peft.LoraConfig`. Agents of one base (one model name repeated, or one model "
+        "object) on one device load that base once and get one adapter each on it (named "
+        "`agent_<i>`; each optimizer covers its own adapter), and their KL reference is that "
+        "base with adapters disabled (no copy); agents of different bases each get their own "
+        "`peft.get_peft_model`. Needs the `peft` extra.",
         check=Custom(check_peft_config, "None, a mapping of peft fields, or a peft config"),
     )
     apply_chat_template: Any = knob(
