@@ -29,3 +29,21 @@ def test_every_trainer_offers_every_hook():
     for cls in _trainers():
         missing = [h for h in HOOKS if not callable(getattr(cls, h, None))]
         assert not missing, (cls.__name__, missing)
+
+
+def test_loop_reads_no_private_trainer_attribute():
+    import ast
+    from pathlib import Path
+
+    import comlrl.core.loop as loop
+
+    tree = ast.parse(Path(loop.__file__).read_text())
+    private = [
+        (node.lineno, node.value.id, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in {"t", "trainer"}
+        and node.attr.startswith("_")
+    ]
+    assert not private, private

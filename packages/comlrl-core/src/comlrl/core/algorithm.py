@@ -1,10 +1,9 @@
 """The ``Algorithm`` protocol: what ``comlrl.core.loop`` calls on a trainer.
 
 A first cut (issue 26, part 5). It lists the stage/unit hooks the loop drives;
-every ``TrainerBase`` subclass satisfies it. The loop still reads a few private
-trainer attributes (``_stop_requested``, ``_train_started``,
-``_training_complete``, ``_ensure_logger``); moving those behind public members
-of this protocol is the remaining work.
+every ``TrainerBase`` subclass satisfies it. The loop reads no private trainer
+attribute; besides these hooks it sets the public run flags ``stop_requested``,
+``training_complete`` and ``train_started`` and calls ``ensure_logger()``.
 """
 
 from __future__ import annotations
@@ -46,4 +45,8 @@ class Algorithm(Protocol):
 
     def get_train_dataloader(self) -> Any:
         """The training data loader."""
+        ...
+
+    def ensure_logger(self) -> Any:
+        """The run's metric logger, built on first use."""
         ...
