@@ -131,11 +131,11 @@ def finish_stage(trainer: Any, stage: int) -> None:
 @contextmanager
 def stop_on_signals(trainer: Any):
     """Turn SIGINT/SIGTERM into a clean stop at the next unit boundary."""
-    trainer._stop_requested = False
+    trainer.stop_requested = False
     previous = {}
 
     def handler(signum, frame):
-        trainer._stop_requested = True
+        trainer.stop_requested = True
 
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -163,13 +163,13 @@ class TrainingLoop:
 
         t, session = self.trainer, self.session
         t.get_train_dataloader()
-        logger = t._ensure_logger()
+        logger = t.ensure_logger()
         logger.reopen()
         t.cursor = (0, 0)
         t.global_batch = 0
         t.cadence_marks = {}
         t.interrupted = False
-        t._training_complete = False
+        t.training_complete = False
         t.last_checkpoint = None
         t.stage_units = None
         start_stage, start_pos = session.restore()
@@ -177,7 +177,7 @@ class TrainingLoop:
             seed_everything(t.args.seed + t.dist.rank)
         with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
             logger.start(resume_id=session.wandb_run_id)
-        t._train_started = time.perf_counter()
+        t.train_started = time.perf_counter()
         sharded = t.sharded
         try:
             with stop_on_signals(t), sharded.training() if sharded else nullcontext():
@@ -192,7 +192,7 @@ class TrainingLoop:
             logger.close(finish_wandb=False)
             raise
         t.last_checkpoint = session.last_path
-        t._training_complete = True
+        t.training_complete = True
         logger.close(finish_wandb=False)
         t.logger_closed = True
         barrier(t.dist)  # every rank returns once rank 0's last checkpoint is written
@@ -231,7 +231,7 @@ class TrainingLoop:
             t.cursor = (stage, done)
             bar.update(span_of(unit))
             t.update_progress(bar)
-            if t._stop_requested:
+            if t.stop_requested:
                 bar.close()
                 self._stop_after_signal()
                 return False
@@ -274,7 +274,7 @@ class TrainingLoop:
         path = self.session.save_now(reason="signal")
         t.interrupted = True
         t.last_checkpoint = path
-        t._ensure_logger().close(finish_wandb=True)
+        t.ensure_logger().close(finish_wandb=True)
         if path is not None:
             _log.warning(
                 "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "

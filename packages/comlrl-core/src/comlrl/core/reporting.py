@@ -66,6 +66,10 @@ class Reporting(CompletionReporting):
         cfg.update({k: getattr(a, k) for k in self.run_config_keys if hasattr(a, k)})
         return cfg
 
+    def ensure_logger(self) -> MetricLogger:
+        """The run's metric logger, built on first use (public: the loop calls it)."""
+        return self._ensure_logger()
+
     def _ensure_logger(self) -> MetricLogger:
         if self.logger is None:
             self.run_dir = self._run_dir()

@@ -1,0 +1,52 @@
+"""The ``Algorithm`` protocol: what ``comlrl.core.loop`` calls on a trainer.
+
+A first cut (issue 26, part 5). It lists the stage/unit hooks the loop drives;
+every ``TrainerBase`` subclass satisfies it. The loop reads no private trainer
+attribute; besides these hooks it sets the public run flags ``stop_requested``,
+``training_complete`` and ``train_started`` and calls ``ensure_logger()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """The hooks ``comlrl.core.loop`` drives, one stage at a time."""
+
+    def num_stages(self) -> int:
+        """How many stages (epochs) the walk runs."""
+        ...
+
+    def prepare(self, stage: int) -> Any:
+        """The units of one stage, or None for batches of items."""
+        ...
+
+    def items_per_batch(self) -> int:
+        """Dataset items per unit when ``prepare`` returns None."""
+        ...
+
+    def collect(self, unit: Any) -> Any:
+        """Rollout -> rewards -> returns -> advantages for one unit (no grad)."""
+        ...
+
+    def update(self, batch: Any) -> dict[str, float] | None:
+        """The optimisation steps for one collected batch; returns metrics."""
+        ...
+
+    def end_stage(self, stage: int) -> None:
+        """Called once after each stage."""
+        ...
+
+    def evaluation_due(self, unit: Any) -> bool:
+        """Whether an evaluation runs before this unit."""
+        ...
+
+    def get_train_dataloader(self) -> Any:
+        """The training data loader."""
+        ...
+
+    def ensure_logger(self) -> Any:
+        """The run's metric logger, built on first use."""
+        ...
