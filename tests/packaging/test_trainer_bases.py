@@ -1,10 +1,9 @@
 """No exported trainer class has more than two base classes.
 
 Covered packages: comlrl-reinforce and comlrl-ac (every ``*Trainer``/
-``*TrainerBase`` name in their ``__all__``), and comlrl-core's ``TrainerBase``,
-which is an expected failure until its Reporting/Resumable/GradientSync mixins
-become services (issue 26, part 5). comlrl-pbrl is NOT covered here: it is being
-flattened separately and its trainers still compose mixins.
+``*TrainerBase`` name in their ``__all__``). Not covered yet, because they do not hold:
+comlrl-core's ``TrainerBase`` (four mixin bases until its reporting, resumable state and
+gradient sync become services) and comlrl-pbrl, whose trainers still compose mixins.
 
 The compat shim of a trainer is its re-export under ``comlrl.trainers.*``; those
 modules re-export the same class objects, so they add no base class to count.
@@ -30,10 +29,3 @@ def _exported_trainers():
 @pytest.mark.parametrize("name,cls", list(_exported_trainers()))
 def test_family_trainer_has_at_most_two_bases(name, cls):
     assert len(cls.__bases__) <= MAX_BASES, (name, cls.__bases__)
-
-
-@pytest.mark.xfail(strict=True, reason="TrainerBase still composes four mixins")
-def test_trainer_base_has_at_most_two_bases():
-    from comlrl.core.trainer import TrainerBase
-
-    assert len(TrainerBase.__bases__) <= MAX_BASES
