@@ -168,9 +168,7 @@ class MAGRPOTrainer(TrainerBase):
         return metrics
 
     # ------------------------------------------------------------------ the update
-    def _update_agent(
-        self, agent: int, samples: list[RolloutGroup], seed: int
-    ) -> dict[str, float]:
+    def _update_agent(self, agent: int, samples: list[RolloutGroup], seed: int) -> dict[str, float]:
         a = self.args
         model, opt = self.agents[agent], self.optimizers[agent]
         model.train()

@@ -26,7 +26,9 @@ def completion_kls(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[list[fl
     estimator = estimator_for(a, "reward")
 
     def run(i: int, _arg) -> list[list[float]]:
-        prompts = [list(n.samples[i].prompt_ids) for n in nodes for _ in n.samples[i].completion_ids]
+        prompts = [
+            list(n.samples[i].prompt_ids) for n in nodes for _ in n.samples[i].completion_ids
+        ]
         comps = [list(c) for n in nodes for c in n.samples[i].completion_ids]
         flat = [0.0] * len(comps)
         lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
