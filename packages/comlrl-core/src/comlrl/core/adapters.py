@@ -90,15 +90,33 @@ def _owns(param_name: str, adapter: str) -> bool:
     return f".{adapter}." in param_name or param_name.endswith(f".{adapter}")
 
 
-class AdapterAgent(torch.nn.Module):
+class _SharedModelView(torch.nn.Module):
+    """A view of a :class:`SharedBase`'s model: the model is a plain attribute, not a
+    submodule, so the view's parameters are only those its ``named_parameters`` selects;
+    other attributes (config, generation_config, device, ...) come from the shared model."""
+
+    def __init__(self, shared: SharedBase):
+        super().__init__()
+        object.__setattr__(self, "shared", shared)
+
+    def parameters(self, recurse: bool = True):
+        """The parameters :meth:`named_parameters` selects."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.shared.model, name)
+
+
+class AdapterAgent(_SharedModelView):
     """One agent of a :class:`SharedBase`: calls run the shared model with this agent's
     adapter, and its parameters are its adapter's alone."""
 
     def __init__(self, shared: SharedBase, name: str):
-        super().__init__()
-        # Plain attributes, not submodules: the shared model's other adapters and its base are
-        # not this agent's parameters.
-        object.__setattr__(self, "shared", shared)
+        super().__init__(shared)
         object.__setattr__(self, "adapter_name", name)
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
@@ -106,11 +124,6 @@ class AdapterAgent(torch.nn.Module):
         for n, p in self.shared.model.named_parameters(prefix, recurse, remove_duplicate):
             if _owns(n, self.adapter_name):
                 yield n, p
-
-    def parameters(self, recurse: bool = True):
-        """This agent's adapter parameters."""
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
 
     def forward(self, *args, **kwargs):
         """The shared model's forward with this agent's adapter active."""
@@ -171,23 +184,11 @@ class AdapterAgent(torch.nn.Module):
         self.training = mode
         return self
 
-    def __getattr__(self, name: str):
-        # config, generation_config, get_output_embeddings, device, ... come from the shared
-        # model.
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.shared.model, name)
 
-
-class BaseReference(torch.nn.Module):
+class BaseReference(_SharedModelView):
     """The KL reference of a :class:`SharedBase`'s agents: calls run the shared model with
     every adapter disabled. It holds no weights of its own; its ``parameters()`` are the
     shared base's frozen ones (where callers read the device), never an adapter's."""
-
-    def __init__(self, shared: SharedBase):
-        super().__init__()
-        object.__setattr__(self, "shared", shared)
 
     def forward(self, *args, **kwargs):
         with self.shared.active(None), torch.no_grad():
@@ -199,10 +200,6 @@ class BaseReference(torch.nn.Module):
             if not any(_owns(n, a) for a in names):
                 yield n, p
 
-    def parameters(self, recurse: bool = True):
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
-
     def to(self, *args, **kwargs):
         return self  # it runs wherever the shared model is
 
@@ -211,12 +208,6 @@ class BaseReference(torch.nn.Module):
 
     def train(self, mode: bool = True):
         return self
-
-    def __getattr__(self, name: str):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.shared.model, name)
 
 
 def shared_base_groups(agents: Sequence[Any]) -> list[list[int]]:
