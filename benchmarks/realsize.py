@@ -1,7 +1,8 @@
 """Memory at real shapes: ``python -m benchmarks realsize``.
 
 Each cell runs in a fresh subprocess and reports its peak resident memory above the
-*model-and-optimizer floor*: the process is measured after the model, its AdamW optimizer and
+*model-and-optimizer floor*: the process is measured after the model, its AdamW optimizer (the
+trainers' own, :func:`comlrl.core.optim.build_adamw`) and
 one warm-up step (so gradients and optimizer state exist), its peak counter is reset (Linux
 ``/proc/self/clear_refs``), and the cell's work runs; ``peak_above_floor`` is the new peak minus
 the floor. Nothing is downloaded: models are random-init from a transformers config.
@@ -12,10 +13,14 @@ Cells:
   tokens, temperature 0.6) for a tiny-body model with a 151,936-token vocabulary, with the
   log-prob engine as it is by default (``after``: chunked head, ``logprob_max_tokens="auto"``)
   and with its chunking and budget turned off (``before``: the whole ``[rows, tokens, vocab]``
-  logits in one forward, as the engine computed them before either existed).
+  logits in one forward, as the engine computed them before either existed), and
+  ``autograd``: the chunked head and budget, but the vocabulary-sized weights' gradients left to
+  autograd (a second full-size buffer for the head's and the embedding's gradient, as before
+  :mod:`comlrl.core.logprobs.vocab_grads`).
 - ``qwen05-scoring``: the same update at the Qwen2.5-0.5B shape (494M parameters): ``after``
   (the defaults), ``checkpointed`` (the defaults with ``gradient_checkpointing``),
-  ``uncapped`` (chunked head, no token budget: the body's activations of all 32 rows at once)
+  ``autograd`` (the defaults without the in-place vocabulary gradients), ``uncapped`` (chunked
+  head, no token budget: the body's activations of all 32 rows at once)
   and, when ``--cells`` asks for it, ``before``. Slow on CPU (minutes per cell).
 
     uv run --frozen python -m benchmarks realsize                    # the tiny-body cells
@@ -68,12 +73,21 @@ TINY_BODY = dict(
 CELLS = {
     "scoring-before": (TINY_BODY, "before", None, False),
     "scoring-after": (TINY_BODY, "after", "auto", False),
+    "scoring-autograd": (TINY_BODY, "autograd", "auto", False),
     "qwen05-scoring-before": (QWEN25_05B, "before", None, False),
     "qwen05-scoring-uncapped": (QWEN25_05B, "after", None, False),
     "qwen05-scoring-after": (QWEN25_05B, "after", "auto", False),
+    "qwen05-scoring-autograd": (QWEN25_05B, "autograd", "auto", False),
     "qwen05-scoring-checkpointed": (QWEN25_05B, "after", "auto", True),
 }
-DEFAULT_CELLS = ("scoring-before", "scoring-after")
+DEFAULT_CELLS = ("scoring-before", "scoring-autograd", "scoring-after")
+# what ``--cells qwen05-scoring`` runs (``before`` only when named: it needs ~20 GB)
+QWEN05_CELLS = (
+    "qwen05-scoring-uncapped",
+    "qwen05-scoring-autograd",
+    "qwen05-scoring-after",
+    "qwen05-scoring-checkpointed",
+)
 
 
 def _status_kb(field: str) -> int:
@@ -121,8 +135,9 @@ def run_cell(name: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from comlrl.core.logprobs import kernels
+    from comlrl.core.logprobs import kernels, vocab_grads
     from comlrl.core.logprobs.budget import token_budget
+    from comlrl.core.optim import build_adamw
 
     shape, mode, budget, checkpointed = CELLS[name]
     torch.manual_seed(0)
@@ -133,7 +148,9 @@ def run_cell(name: str) -> dict:
         model.gradient_checkpointing_enable()
     if mode == "before":
         _unchunked(kernels)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    if mode == "autograd":
+        vocab_grads.MIN_ELEMENTS = 1 << 62
+    opt = build_adamw(model.parameters(), lr=1e-6)
     vocab = shape["vocab_size"]
     gen = torch.Generator().manual_seed(0)
     # K completions per prompt, as a MAGRPO node's samples share their prompt.
@@ -215,7 +232,7 @@ def main(argv=None) -> int:
     results = _saved()
     if not args.table:
         cells = args.cells or list(DEFAULT_CELLS)
-        cells = ["qwen05-scoring-after" if c == "qwen05-scoring" else c for c in cells]
+        cells = [n for c in cells for n in (QWEN05_CELLS if c == "qwen05-scoring" else (c,))]
         for name in cells:
             print(f"[realsize] {name} ...", flush=True)
             done = subprocess.run(

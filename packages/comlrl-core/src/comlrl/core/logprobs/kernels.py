@@ -39,6 +39,7 @@ import torch
 import torch.utils.checkpoint
 
 from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.logprobs import vocab_grads
 from comlrl.core.rollout.generation import left_pad
 
 
@@ -171,6 +172,14 @@ def chunked_head_logprobs(
     grad = torch.is_grad_enabled() and (
         hidden.requires_grad or any(p.requires_grad for p in head.parameters())
     )
+    if grad and vocab_grads.head_sinks(head):
+        return vocab_grads.head_logprobs(
+            head,
+            hidden,
+            targets,
+            chunk,
+            lambda logits, t: selective_log_softmax(logits, t, temperature),
+        )
     parts = []
     for start in range(0, hidden.shape[0], chunk):
         h, t = hidden[start : start + chunk], targets[start : start + chunk]
@@ -215,8 +224,50 @@ def hidden_forward(model, **kwargs):
     states (the head's input), for a model that :func:`head_split` accepts."""
     device = kwargs["input_ids"].device
     kwargs.update(logits_to_keep=_NO_LOGITS.to(device), output_hidden_states=True)
+    embedding = model.get_input_embeddings()
+    if torch.is_grad_enabled() and embedding.weight.requires_grad and _embeds_ready(model):
+        kwargs["inputs_embeds"] = vocab_grads.embed(embedding, kwargs.pop("input_ids"))
     out = model(**kwargs)
     return out, out.hidden_states[-1]
+
+
+# (model class, embedding class, attention implementation) -> whether the model's output from
+# ``inputs_embeds`` looked up by :func:`vocab_grads.embed` equals its output from ``input_ids``
+_EMBEDS: dict[tuple[type, type, str], bool] = {}
+
+
+def _embeds_ready(model) -> bool:
+    """Whether :func:`hidden_forward` may look the ids up itself (:func:`vocab_grads.embed`, so
+    the embedding's gradient is added in place): a large plain embedding, a model that takes
+    ``inputs_embeds`` and gives the same output from them (checked once per class on a probe:
+    models that scale or mix in other inputs after their own lookup fail it)."""
+    embedding = model.get_input_embeddings()
+    if not vocab_grads.embedding_sinks(embedding) or not forward_takes(
+        type(model), "inputs_embeds"
+    ):
+        return False
+    config = getattr(model, "config", None)
+    key = (type(model), type(embedding), str(getattr(config, "_attn_implementation", None)))
+    if key not in _EMBEDS:
+        vocab = embedding.num_embeddings
+        ids = torch.tensor(
+            [[(7 * k + 1) % vocab for k in range(6)]], device=embedding.weight.device
+        )
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                plain = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits.float()
+                looked = model(
+                    inputs_embeds=embedding(ids), use_cache=False, logits_to_keep=1
+                ).logits.float()
+        except (TypeError, ValueError, AttributeError, IndexError):
+            _EMBEDS[key] = False
+        else:
+            _EMBEDS[key] = plain.shape == looked.shape and torch.equal(plain, looked)
+        finally:
+            model.train(was_training)
+    return _EMBEDS[key]
 
 
 def head_split(model):
