@@ -4,11 +4,13 @@ size.
 A forward that keeps its graph for the backward stores, per token and layer, the activations
 of the attention block and of the MLP, and the backward adds its temporaries; the head's logits
 are not part of it, since the engine computes them in chunks (:mod:`comlrl.core.logprobs.kernels`).
-Measured at the Qwen2.5-0.5B shape in fp32 on CPU (``python -m benchmarks realsize``: one
-160-token row per forward peaks 2.22 GB above the model-and-optimizer floor, two rows 3.76 GB),
-one token costs about 9.6 MB, which is ``ACTIVATION_VALUES_PER_WIDTH = 17`` values per unit of
+Calibrated at the Qwen2.5-0.5B shape in fp32 on CPU (``python -m benchmarks realsize``), where
+one token costs about 9.6 MB, ``ACTIVATION_VALUES_PER_WIDTH = 17`` values per unit of
 ``hidden + intermediate`` width per layer: ``layers x 17 x (hidden + intermediate) x bytes per
-value``. The budget divides :func:`activation_budget_bytes` by that cost, so the forwards of a
+value``. Remeasured since the vocabulary gradients are written in place
+(:mod:`comlrl.core.logprobs.vocab_grads`): one 160-token row per forward peaks 1.06 GB above the
+model-and-optimizer floor, two rows 2.30 GB, 7.8 MB per token, so the estimate errs on the safe
+side. The budget divides :func:`activation_budget_bytes` by that cost, so the forwards of a
 gradient pass stay near it whatever the buffer (a row longer than the budget runs alone); a
 test-sized model's budget exceeds any buffer it sees, and its forwards are exactly those of no
 cap.
