@@ -61,6 +61,14 @@ DPO_ITER_FALLBACK = {**DPO_FALLBACK, "num_iterations": 4, "num_train_epochs": 1}
 RLHF_ITER_FALLBACK = {**RLHF_FALLBACK, "num_iterations": 3, "num_train_epochs": 2}
 CENTRALIZED_FALLBACK = {**SAMPLING, **LOGGING, "num_train_epochs": 6, "max_new_tokens": 48}
 
+# The adapters row's LoRA: every attention and MLP projection of the tiny agents.
+LORA = {
+    "r": 8,
+    "lora_alpha": 16,
+    "lora_dropout": 0.0,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
 ALGORITHM, MENU, UNTRAINED = "algorithm", "menu", "untrained"
 # A family's algorithm with its config defaults: the section `comlrl train --algo <name>` gets
 # (the demo's MAGRPO section moved over, keeping the fields the algorithm has: the demo's budget,
@@ -76,7 +84,8 @@ class RunSpec:
     ``section`` holds the algorithm section's fields; with ``example`` set, the section of
     ``examples/<example>`` is read at run time instead when that file is the length-ratio demo
     (``section`` is then the fallback). ``extra_rewards`` adds reward functions (by name, see
-    ``runfile.EXTRA_REWARDS``) next to the task's. ``same_as`` names the catalogued run whose
+    ``runfile.EXTRA_REWARDS``) next to the task's; ``agent_model`` adds keys to the run file's
+    ``agent_model`` section (``share_parameters``). ``same_as`` names the catalogued run whose
     settings a defaults row already equals: it is not trained again, the table shows that run's
     numbers on its row.
     """
@@ -89,6 +98,7 @@ class RunSpec:
     extra_rewards: tuple[str, ...] = ()
     note: str = ""
     same_as: str | None = None
+    agent_model: dict[str, Any] = field(default_factory=dict)
 
     def tasks(self) -> tuple[str, ...]:
         """The tasks this run trains on: menu and defaults rows measure on length ratio only."""
@@ -187,6 +197,15 @@ RUNS: tuple[RunSpec, ...] = (
         "gradient_checkpointing",
         "activations recomputed in the backward",
         gradient_checkpointing=True,
+    ),
+    # Full weights (the magrpo row), one adapter per agent on one frozen base, one shared model.
+    _magrpo_menu("adapters", "LoRA r=8 per agent on one frozen base", peft_config=LORA),
+    RunSpec(
+        "parameter_sharing",
+        "magrpo",
+        MENU,
+        note="one model object for both agents",
+        agent_model={"share_parameters": True},
     ),
     _menu("iac_2turn", "iac", "two turns, TD(0)", **IAC_2TURN),
     _menu("iac_2turn_gae", "iac", "two turns, GAE(0.95)", **IAC_2TURN, gae_lambda=0.95),

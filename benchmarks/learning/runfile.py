@@ -98,6 +98,7 @@ def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
         run["dataset"].update(CODE_DATASET)
         section = _code_budget(spec.algorithm, section)
     run[spec.algorithm] = section
+    run["agent_model"].update(spec.agent_model)
     return run, source
 
 

@@ -109,6 +109,18 @@ def check_model_config(model_config: dict | None) -> None:
     check_device_map(cfg)
 
 
+def shares_parameters(model_config: dict | None) -> bool:
+    """``model_config["share_parameters"]``: whether agents of one model name are one model
+    object (parameter sharing, as ``agents=[model, model]`` gives in Python); False when unset."""
+    value = (model_config or {}).get("share_parameters", False)
+    if not isinstance(value, bool):
+        raise UserError(
+            f"model_config.share_parameters must be true or false, got {value!r}: true makes "
+            "agents of one model name share one model object (one set of weights)."
+        )
+    return value
+
+
 def model_load_kwargs(model_config: dict | None) -> dict:
     """``from_pretrained`` keyword arguments from a ``model_config`` dict."""
     cfg = dict(model_config or {})

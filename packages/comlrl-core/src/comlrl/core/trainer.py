@@ -28,7 +28,7 @@ from comlrl.core.inputs import TrainerInputs
 from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
 from comlrl.core.model_setup import prepare_agents
-from comlrl.core.models import place_agents
+from comlrl.core.models import place_agents, shares_parameters
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
 from comlrl.core.ranks import per_rank_config
@@ -139,7 +139,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
             inputs.tokenizer,
             self.model_config,
             self.agent_devices,
-            share_named=self.args.peft_config is not None,
+            share_named=self.args.peft_config is not None or shares_parameters(self.model_config),
         )
         self.agents = prepare_agents(self.agents, self.args)
         self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)

@@ -22,6 +22,7 @@ MODEL_CONFIG_KEYS = (
     "special_tokens",
     "trust_remote_code",
     "model_kwargs",
+    "share_parameters",
 )
 # agent_model keys of the task-repo schema that are sampling settings of the algorithm section
 SAMPLING_KEYS = {
