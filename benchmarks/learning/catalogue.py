@@ -200,6 +200,12 @@ RUNS: tuple[RunSpec, ...] = (
     ),
     # Full weights (the magrpo row), one adapter per agent on one frozen base, one shared model.
     _magrpo_menu("adapters", "LoRA r=8 per agent on one frozen base", peft_config=LORA),
+    _magrpo_menu(
+        "adapters_lr0.03",
+        "LoRA r=8, learning rate 10x",
+        peft_config=LORA,
+        agent_learning_rate=0.03,
+    ),
     RunSpec(
         "parameter_sharing",
         "magrpo",
