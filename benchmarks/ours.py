@@ -44,6 +44,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             seed=spec["seed"],
             output_dir=run_dir,
             decode_fast_path=spec.get("decode_fast_path", "auto"),
+            **spec.get("config", {}),
         )
         trainer = MAGRPOTrainer(
             **trainer_sources(spec),
@@ -90,7 +91,7 @@ def ac_builder(spec: dict, run_dir: str):
         from comlrl.ac import IACConfig as Config
         from comlrl.ac import IACTrainer as Trainer
 
-        extra = dict(use_separate_critic=True, critic_type="v")
+        extra = dict(use_separate_critic=spec.get("use_separate_critic", True), critic_type="v")
     else:
         from comlrl.ac import MAACConfig as Config
         from comlrl.ac import MAACTrainer as Trainer
@@ -98,10 +99,14 @@ def ac_builder(spec: dict, run_dir: str):
         extra = dict(critic_type="v")
 
     def build(epochs: int, num_items: int):
-        args = Config(num_train_epochs=epochs, **_ac_fields(spec, run_dir, num_items), **extra)
+        fields = {**_ac_fields(spec, run_dir, num_items), **extra, **spec.get("config", {})}
+        args = Config(num_train_epochs=epochs, **fields)
         trainer = Trainer(
             **trainer_sources(spec),
-            critic_model=critic_dir(spec),
+            # the value-head variant (use_separate_critic=False) takes no critic model
+            **(
+                {"critic_model": critic_dir(spec)} if extra.get("use_separate_critic", True) else {}
+            ),
             reward_func=tasks.length_ratio_reward,
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
@@ -136,6 +141,7 @@ def madpo_builder(spec: dict, run_dir: str):
             logprob_max_tokens=spec["logprob_max_tokens"],
             seed=spec["seed"],
             output_dir=run_dir,
+            **spec.get("config", {}),
         )
         trainer = MADPOTrainer(
             **trainer_sources(spec),

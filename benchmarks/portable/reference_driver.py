@@ -81,7 +81,7 @@ def ac_builder(spec: dict):
         from comlrl.trainers.actor_critic import IACConfig as Config
         from comlrl.trainers.actor_critic import IACTrainer as Trainer
 
-        extra = dict(use_separate_critic=True, critic_type="v")
+        extra = dict(use_separate_critic=spec.get("use_separate_critic", True), critic_type="v")
     else:
         from comlrl.trainers.actor_critic import MAACConfig as Config
         from comlrl.trainers.actor_critic import MAACTrainer as Trainer
@@ -92,7 +92,10 @@ def ac_builder(spec: dict):
         args = Config(num_train_epochs=epochs, **_ac_fields(spec), **extra)
         trainer = Trainer(
             **trainer_sources(spec),
-            critic_model=critic_dir(spec),
+            # the value-head variant (use_separate_critic=False) takes no critic model
+            **(
+                {"critic_model": critic_dir(spec)} if extra.get("use_separate_critic", True) else {}
+            ),
             reward_func=tasks.length_ratio_reward,
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,

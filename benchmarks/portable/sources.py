@@ -23,10 +23,14 @@ def critic_dir(spec: dict) -> str:
 def trainer_sources(spec: dict) -> dict:
     """Keyword arguments of a trainer constructor that say what to train and in which dtype:
     ``agent_model`` for identical agents, else ``agents`` plus the shared tokenizer (both
-    libraries require a tokenizer with an agent list), and ``model_config`` with the dtype."""
+    libraries require a tokenizer with an agent list), and ``model_config`` with the dtype and
+    the spec's own ``model_config`` entries (``share_parameters``, say)."""
     out: dict = {}
+    model_config = dict(spec.get("model_config") or {})
     if spec.get("dtype"):
-        out["model_config"] = {"dtype": spec["dtype"]}
+        model_config["dtype"] = spec["dtype"]
+    if model_config:
+        out["model_config"] = model_config
     if not spec.get("agent_dirs"):
         out["agent_model"] = spec["model_dir"]
         return out

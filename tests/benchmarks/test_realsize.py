@@ -1,6 +1,6 @@
 """The realsize benchmark's table: unmeasured cells say so, measured ones show their numbers."""
 
-from benchmarks.realsize import CELLS, table
+from benchmarks.realsize.scoring import CELLS, table
 
 
 def test_unmeasured_cells_are_marked_not_measured():

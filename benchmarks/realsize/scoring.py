@@ -1,4 +1,4 @@
-"""Memory at real shapes: ``python -m benchmarks realsize``.
+"""Memory of the loss forward+backward at real shapes: ``python -m benchmarks realsize --cells ...``.
 
 Each cell runs in a fresh subprocess and reports its peak resident memory above the
 *model-and-optimizer floor*: the process is measured after the model, its AdamW optimizer (the
@@ -33,40 +33,17 @@ earlier runs); cells not run are reported as not measured, never estimated.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "realsize.json"
+from benchmarks.realsize.shapes import QWEN25_05B, TINY_BODY
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "realsize.json"
 
 PROMPTS, K, COMPLETION_TOKENS, PROMPT_TOKENS, TEMPERATURE = 4, 8, 128, 32, 0.6
-
-# Qwen2.5-0.5B's published shape (config.json of Qwen/Qwen2.5-0.5B), built locally.
-QWEN25_05B = dict(
-    vocab_size=151936,
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    max_position_embeddings=32768,
-    rope_theta=1000000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-)
-TINY_BODY = dict(
-    vocab_size=151936,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=512,
-    tie_word_embeddings=True,
-)
 
 # cell -> (shape, head as before the chunked head or after it, the token budget, whether the
 # agent recomputes its activations in the backward: gradient_checkpointing)
@@ -215,43 +192,19 @@ def table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    """Run the chosen cells, each in its own subprocess, save and print the table."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks realsize", description=__doc__)
-    p.add_argument("--cells", nargs="+", choices=[*CELLS, "qwen05-scoring"], default=None)
-    p.add_argument("--table", action="store_true", help="print the saved results only")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--cell-child", choices=list(CELLS), help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.cell_child:
-        import torch
-
-        torch.set_num_threads(args.threads)
-        print(json.dumps(run_cell(args.cell_child)))
-        return 0
-    results = _saved()
-    if not args.table:
-        cells = args.cells or list(DEFAULT_CELLS)
-        cells = [n for c in cells for n in (QWEN05_CELLS if c == "qwen05-scoring" else (c,))]
-        for name in cells:
-            print(f"[realsize] {name} ...", flush=True)
-            done = subprocess.run(
-                [sys.executable, "-m", "benchmarks", "realsize", "--cell-child", name]
-                + ["--threads", str(args.threads)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                print(done.stderr[-3000:], file=sys.stderr)
-                raise SystemExit(f"[realsize] cell {name} failed (exit {done.returncode})")
-            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-            results[name]["command"] = "python -m benchmarks realsize --cells " + name
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results), end="")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run(names, threads: int, results: dict) -> None:
+    """Measure each scoring cell in a fresh subprocess; record it in ``results``."""
+    for name in names:
+        print(f"[realsize] {name} ...", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "realsize", "--cell-child", name]
+            + ["--threads", str(threads)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            print(done.stderr[-3000:], file=sys.stderr)
+            raise SystemExit(f"[realsize] cell {name} failed (exit {done.returncode})")
+        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        results[name]["command"] = "python -m benchmarks realsize --cells " + name
