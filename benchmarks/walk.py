@@ -84,7 +84,7 @@ def _first_unit(trainer):
     from comlrl.core import loop
 
     trainer.get_train_dataloader()
-    trainer._ensure_logger()
+    trainer.reporting.ensure_logger()
     trainer.cursor, trainer.global_batch, trainer.epoch = (0, 0), 0, 0
     units = trainer.prepare(0)
     if units is None:

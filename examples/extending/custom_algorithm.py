@@ -74,7 +74,7 @@ class BestOfKTrainer(TrainerBase):
         return self.args.rollout_buffer_size
 
     def collect(self, unit) -> Batch:
-        _, nodes = self.rollout_unit(unit)
+        _, nodes = self.rollouts.unit_trees(unit)
         records = []
         for node in nodes:
             best = int(np.argmax(node.rewards))

@@ -19,7 +19,7 @@ def _trainer(mode, distributed=False, pooled=None):
     return SimpleNamespace(
         args=SimpleNamespace(loss_aggregation=mode),
         dist=SimpleNamespace(is_distributed=distributed, world_size=2),
-        pooled_total=pooled,
+        sync=SimpleNamespace(pooled_total=pooled),
     )
 
 

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from comlrl.core.distributed import local_context
+from comlrl.core.gradients import GradientSync
 from comlrl.core.logprobs import score_parts
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
@@ -19,10 +21,8 @@ from tests.reinforce.helpers import make_trainer
 
 
 class _Trainer(SimpleNamespace):
-    gradient_sync_hooks: list = []
-
-    def sync_gradients(self, parameters):
-        return list(parameters)
+    # One process: the sync averages nothing and has no hooks.
+    sync = GradientSync(local_context())
 
 
 def _trainer(bf16: bool) -> _Trainer:

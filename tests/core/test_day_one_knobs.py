@@ -20,11 +20,7 @@ from tests.reinforce.helpers import make_trainer
 
 
 def _sampling(args) -> SamplingParams:
-    from comlrl.core.rollout.steps import RolloutSteps
-
-    holder = RolloutSteps()
-    holder.args = args
-    return holder.sampling_params()
+    return SamplingParams.from_config(args)
 
 
 def _sampler_gets(key, value):
@@ -49,14 +45,6 @@ KNOBS = [
     ("save_steps", 4, lambda c: c.save_steps == 4, -2, ">= 1"),
     ("loss_type", "dapo", lambda c: c.loss_aggregation == "token_mean", "cispo", "'dr_grpo'"),
 ]
-
-
-def _sampling(args) -> SamplingParams:
-    from comlrl.core.rollout.steps import RolloutSteps
-
-    holder = RolloutSteps()
-    holder.args = args
-    return holder.sampling_params()
 
 
 @pytest.mark.parametrize("field, value, reached, bad, valid", KNOBS, ids=[k[0] for k in KNOBS])

@@ -25,13 +25,13 @@ def _trainer(tmp_path, **cfg):
 def _logged_counts(trainer):
     """The optimizer-step count at every training record the cadence let through."""
     counts = []
-    log_record = trainer.log_record
+    log_record = trainer.reporting.log_record
 
     def recording(metrics, step=None):
         counts.append(optimizer_steps(trainer))
         return log_record(metrics, step)
 
-    trainer.log_record = recording
+    trainer.reporting.log_record = recording
     return counts
 
 
@@ -47,13 +47,13 @@ def test_logging_steps_count_optimizer_steps(tmp_path):
 def test_env_steps_keep_the_earlier_counting(tmp_path):
     trainer = _trainer(tmp_path, logging_steps=5, steps_unit="env")
     logged = []
-    log_record = trainer.log_record
+    log_record = trainer.reporting.log_record
 
     def recording(metrics, step=None):
         logged.append(step)
         return log_record(metrics, step)
 
-    trainer.log_record = recording
+    trainer.reporting.log_record = recording
     trainer.train()
     assert len(logged) > 2
     assert all(b - a >= 5 for a, b in zip(logged, logged[1:]))
@@ -107,15 +107,16 @@ def test_a_resumed_run_keeps_its_cadence_marks(tmp_path):
 def test_marks_of_another_unit_start_afresh():
     args = SimpleNamespace(steps_unit="optimizer")  # what the cadence reads of a config
     trainer = SimpleNamespace(args=args, env_step=40, agent_steps={0: 7, 1: 7})
+    trainer.reporting = SimpleNamespace(last_log_step=-1)
     trainer.cadence_marks = {"eval": 6}
     saved = cadence_state(trainer)
     assert saved == {"unit": "optimizer", "marks": {"eval": 6}}
 
     load_cadence_state(trainer, saved, log_mark=5)
-    assert trainer.cadence_marks == {"eval": 6} and trainer._last_train_log_step == 5
+    assert trainer.cadence_marks == {"eval": 6} and trainer.reporting.last_log_step == 5
     assert due(trainer, "eval", 1) and not due(trainer, "eval", 1)
 
     # An older checkpoint counted its logging mark in env steps.
     load_cadence_state(trainer, None, log_mark=36)
-    assert trainer._last_train_log_step == -1
+    assert trainer.reporting.last_log_step == -1
     assert trainer.cadence_marks == {"eval": 7, "save": 7}

@@ -8,15 +8,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from comlrl.core.distributed import local_context
+from comlrl.core.gradients import GradientSync
 from comlrl.core.train_step import Target, accumulate_gradients, train_step
 
 
 class _Trainer(SimpleNamespace):
-    gradient_sync_hooks: list = []
+    # One process: the sync averages nothing and has no hooks.
+    sync = GradientSync(local_context())
     skipped_nonfinite = 0
-
-    def sync_gradients(self, parameters):
-        return list(parameters)
 
 
 def _trainer(policy="raise", max_grad_norm=None):

@@ -240,13 +240,13 @@ def instrument(trainer) -> dict:
     """Record step digests and this rank's metrics before the cross-rank mean."""
     record: dict = {"steps": [], "local_metrics": []}
     trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
-    reduce = trainer._reduce_metrics
+    reduce = trainer.reporting.reduced
 
     def recording_reduce(metrics):
         record["local_metrics"].append(dict(metrics))
         return reduce(metrics)
 
-    trainer._reduce_metrics = recording_reduce
+    trainer.reporting.reduced = recording_reduce
     return record
 
 
@@ -361,7 +361,7 @@ def main(out: str) -> None:
     record = instrument(trainer)
     trainer.train()
     record["final"] = digest(p for m in trainer.agents for p in m.state_dict().values())
-    record["worker_groups"] = len(trainer._worker_groups)
+    record["worker_groups"] = len(trainer.sync.worker_groups)
     result["magrpo_mp"] = record
 
     trainer = build_iac(os.path.join(out, "iac"))

@@ -227,12 +227,13 @@ def test_missing_rl_package_names_the_package(tmp_path, monkeypatch):
 
 
 def test_sources_and_devices_fail_in_init_before_any_generation(tmp_path, monkeypatch):
-    import comlrl.pbrl.base as base
+    from comlrl.core.rollout.rollouts import Rollouts
 
     def no_generation(*args, **kwargs):
         raise AssertionError("generation must not start")
 
-    monkeypatch.setattr(base.PreferenceTrainerBase, "generate_per_agent", no_generation)
+    # Every rollout of every trainer samples through its Rollouts collaborator.
+    monkeypatch.setattr(Rollouts, "generate_per_agent", no_generation)
     agents, tok = two_agents()
     with pytest.raises(ValueError, match="critic"):
         MARLHFTrainer(

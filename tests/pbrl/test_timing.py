@@ -154,5 +154,5 @@ def test_nested_timed_blocks_count_once(tmp_path, monkeypatch):
     with trainer.timed("update"), trainer.timed("update"):
         pass
     monkeypatch.undo()
-    assert trainer.take_timings()["timing/update"] == 3.0
-    assert trainer.take_timings()["timing/update"] == 0.0  # taken: reset
+    assert trainer.reporting.take_timings()["timing/update"] == 3.0
+    assert trainer.reporting.take_timings()["timing/update"] == 0.0  # taken: reset

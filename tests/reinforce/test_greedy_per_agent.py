@@ -10,11 +10,8 @@ from comlrl.core.rollout.generation import SamplingParams
 from comlrl.reinforce.greedy import greedy_baselines
 
 
-class _Stub:
-    """The trainer surface greedy_baselines reads, scoring every joint action ``rewards``."""
-
-    num_agents = 2
-    generation_kwargs: dict = {}
+class _StubRollouts:
+    """The rollouts surface greedy_baselines reads, scoring every joint action ``rewards``."""
 
     def __init__(self, rewards):
         self.rewards = rewards
@@ -22,14 +19,24 @@ class _Stub:
     def sampling_params(self, kw):
         return SamplingParams()
 
-    def timed(self, name):
-        return contextlib.nullcontext()
-
     def generate_per_agent(self, prompts, n, params):
         return [[types.SimpleNamespace(texts=["x"]) for _ in p] for p in prompts]
 
     def score(self, completions, prompts, batch_items):
         return [self.rewards for _ in prompts]
+
+
+class _Stub:
+    """The trainer surface greedy_baselines reads."""
+
+    num_agents = 2
+    generation_kwargs: dict = {}
+
+    def __init__(self, rewards):
+        self.rollouts = _StubRollouts(rewards)
+
+    def timed(self, name):
+        return contextlib.nullcontext()
 
 
 NODE = types.SimpleNamespace(prompts=["a", "b"], raw_prompts=["a"], item={})

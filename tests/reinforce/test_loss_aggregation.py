@@ -90,7 +90,7 @@ def test_the_trainer_pools_the_token_count_across_ranks(tmp_path):
     trainer = make_trainer(tmp_path, loss_aggregation="token_mean")
     assert trainer._token_total(RANK_A, None) is None  # one process: the mini-batch's count
     trainer.dist = SimpleNamespace(is_distributed=True, world_size=2)
-    trainer.pooled_total = lambda tokens: tokens + sum(RANK_B)  # the other rank's share
+    trainer.sync.pooled_total = lambda tokens: tokens + sum(RANK_B)  # the other rank's share
     assert trainer._token_total(RANK_A, [True, True]) == 8.0
     # masked rows' tokens are not counted
     assert trainer._token_total(RANK_A, [True, False]) == (4 + 10) / 2

@@ -150,9 +150,11 @@ class ActorCriticTrainerBase(TrainerBase):
     def collect(self, unit) -> Batch:
         """Roll out the unit's items; one record per item (episode), with its samples' old
         values, TD targets and advantages, and the ``metrics_callback`` metrics."""
-        roots, _ = self.rollout_unit(unit)
+        roots, _ = self.rollouts.unit_trees(unit)
         episodes = self._collect(roots)
-        self.offer_completions(lambda: [r for e in episodes for r in sample_rows(e.samples)])
+        self.reporting.offer_completions(
+            lambda: [r for e in episodes for r in sample_rows(e.samples)]
+        )
         return Batch(
             [
                 Record(

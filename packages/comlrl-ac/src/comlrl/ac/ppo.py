@@ -79,7 +79,7 @@ def advantage_divisors(trainer: Any, batch: Sequence[RolloutSample]) -> list[flo
         return [size * n for n in lengths]
     tokens = float(sum(lengths))
     if trainer.dist.is_distributed:
-        tokens = round(trainer.pooled_total(tokens)) / trainer.dist.world_size
+        tokens = round(trainer.sync.pooled_total(tokens)) / trainer.dist.world_size
     return [tokens] * size
 
 

@@ -58,7 +58,7 @@ def actor_batches(
         # this rank's share holds.
         turns = range(a.num_turns + 1)
         groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
-        pooled = trainer.pooled_moments(groups)
+        pooled = trainer.sync.pooled_moments(groups)
     batches = []
     for turn in sorted(by_turn):
         group = by_turn[turn]

@@ -37,7 +37,7 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         items = [data[i] for i in range(min(limit, len(data)))]
         with forked_rng(trainer):
             metrics = trainer.eval_metrics(items)
-        trainer.log_metrics(metrics, reduce=False)
+        trainer.reporting.log_metrics(metrics, reduce=False)
         if getattr(a, "show_eval_sample", False):
             show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
         rows = getattr(trainer, "console_completions", 0)
@@ -91,7 +91,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     ``items`` (with per-agent rewards: the agents' mean, plus each agent's
     ``eval/turn_t/agent_i_reward_mean``), plus the user's eval hooks; returns (metrics, rollout
     roots)."""
-    params = trainer.sampling_params(eval_mode=True)
+    params = trainer.rollouts.sampling_params(eval_mode=True)
     batch = max(1, trainer.args.eval_batch_size)
     turns = trainer.args.num_turns
     n_agents = trainer.num_agents
@@ -100,7 +100,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     completions = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
-        roots = trainer.rollout(items[start : start + batch], 1, params, env_step_start=0)
+        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, env_step_start=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
             for node in first_path(root):

@@ -1,33 +1,46 @@
 """Gradient averaging and pooled statistics across the ranks of a multi-process run.
 
-:class:`GradientSync` is part of :class:`comlrl.core.trainer.TrainerBase`; it reads the
-trainer's ``dist``, ``sharded``, ``gradient_sync_hooks`` and ``_worker_groups``.
+:class:`GradientSync` is the trainer's ``sync`` collaborator. It holds what it works with: the
+launcher's :class:`~comlrl.core.distributed.DistributedContext`, the agent workers' process
+groups, the FSDP-sharded agents (when the run shards them) and the sync hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from comlrl.core.distributed import all_reduce_gradients, pooled_mean_std
+from comlrl.core.distributed import DistributedContext, all_reduce_gradients, pooled_mean_std
 from comlrl.core.ranks import current_worker
 
 
 class GradientSync:
-    """What makes ranks step with identical gradients and normalize with pooled moments."""
+    """What makes ranks step with identical gradients and normalize with pooled moments.
 
-    _worker_groups: list = []
+    ``owner`` is what each hook receives first (the trainer); ``sharded`` is set once the
+    trainer shards its agents (before any optimizer exists).
+    """
 
-    def sync_gradients(self, parameters) -> list:
+    def __init__(
+        self, dist: DistributedContext, worker_groups: Sequence[Any] = (), *, owner: Any = None
+    ):
+        self.dist = dist
+        self.worker_groups = list(worker_groups)
+        self.owner = owner
+        self.sharded = None
+        self.hooks: list = []
+
+    def gradients(self, parameters) -> list:
         """Average the gradients of ``parameters`` over ranks (a no-op in one process) and run
-        ``gradient_sync_hooks``; returns the parameters as a list.
+        the hooks; returns the parameters as a list.
 
         :func:`comlrl.core.optim.apply_step` calls it after the backward passes of an
         optimizer step and before clipping, so every rank clips and steps with identical
-        gradients and keeps identical weights. Each hook is called as ``hook(trainer,
-        params)`` once the gradients are final (tests use it to compare weights across ranks
-        before every step).
+        gradients and keeps identical weights. Each hook is called as ``hook(owner, params)``
+        once the gradients are final (tests use it to compare weights across ranks before
+        every step).
         """
         params = list(parameters)
         replicated = params
@@ -41,8 +54,8 @@ class GradientSync:
             all_reduce_gradients(
                 replicated, self.dist, 1.0 / self.dist.world_size, group=self._collective_group()
             )
-        for hook in self.gradient_sync_hooks:
-            hook(self, params)
+        for hook in self.hooks:
+            hook(self.owner, params)
         return params
 
     def pooled_moments(
@@ -67,4 +80,4 @@ class GradientSync:
         """The process group for a collective issued now: the calling agent worker's own group
         (concurrent agents then never interleave their collectives), else the default group."""
         worker = current_worker()
-        return self._worker_groups[worker] if worker is not None and self._worker_groups else None
+        return self.worker_groups[worker] if worker is not None and self.worker_groups else None

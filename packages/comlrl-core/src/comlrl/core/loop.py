@@ -101,11 +101,11 @@ def run_unit(trainer: Any, unit: Any) -> None:
     if buffer is None:
         with trainer.timed("update"):
             metrics = trainer.update(batch)
-        trainer.log_training(metrics, trainer.env_step)
+        trainer.reporting.log_training(metrics, trainer.env_step)
         return
     for record in batch.records:
         if record.metrics:
-            trainer.log_metrics(record.metrics, record.step)
+            trainer.reporting.log_metrics(record.metrics, record.step)
         buffer.add(record)
         if buffer.full():
             flush(trainer)
@@ -117,7 +117,7 @@ def flush(trainer: Any) -> None:
     with trainer.timed("update"):
         metrics = trainer.update(experience)
     trainer.rollout_buffer.clear()
-    trainer.log_training(metrics, experience.step)
+    trainer.reporting.log_training(metrics, experience.step)
 
 
 def finish_stage(trainer: Any, stage: int) -> None:
@@ -163,7 +163,7 @@ class TrainingLoop:
 
         t, session = self.trainer, self.session
         t.get_train_dataloader()
-        logger = t.ensure_logger()
+        logger = t.reporting.ensure_logger()
         logger.reopen()
         t.cursor = (0, 0)
         t.global_batch = 0
@@ -212,7 +212,7 @@ class TrainingLoop:
             t.global_batch += 1
             session.save(reason)
         t.stage_units = units
-        bar = t.progress_bar(sum(span_of(u) for u in units), stage)
+        bar = t.reporting.progress_bar(sum(span_of(u) for u in units), stage)
         bar.update(pos)
         done = 0
         for unit in units:
@@ -230,7 +230,7 @@ class TrainingLoop:
             t.global_batch += 1
             t.cursor = (stage, done)
             bar.update(span_of(unit))
-            t.update_progress(bar)
+            t.reporting.update_progress(bar)
             if t.stop_requested:
                 bar.close()
                 self._stop_after_signal()
@@ -274,7 +274,7 @@ class TrainingLoop:
         path = self.session.save_now(reason="signal")
         t.interrupted = True
         t.last_checkpoint = path
-        t.ensure_logger().close(finish_wandb=True)
+        t.reporting.ensure_logger().close(finish_wandb=True)
         if path is not None:
             _log.warning(
                 "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "

@@ -100,9 +100,9 @@ def apply_step(
 ) -> float:
     """The one optimizer step every family takes once its backward passes are done.
 
-    Gradients are averaged over ranks (:meth:`TrainerBase.sync_gradients`, a no-op in one
-    process), clipped to ``max_grad_norm`` by a norm that also covers sharded parameters, and
-    the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
+    Gradients are averaged over ranks (``trainer.sync``, :meth:`GradientSync.gradients`, a
+    no-op in one process), clipped to ``max_grad_norm`` by a norm that also covers sharded
+    parameters, and the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
     reward models pass None), the rollout backend then hears that its weights changed, so a
     backend holding its own copy of the weights can refresh it. With an ``lr_scheduler_type``
     the optimizer's scheduler steps right after it (:mod:`comlrl.core.schedule`), unless
@@ -112,7 +112,7 @@ def apply_step(
     from comlrl.core.schedule import count_step, scheduler_for
     from comlrl.core.sharding import clip_gradients
 
-    params = [p for p in trainer.sync_gradients(parameters) if p.grad is not None]
+    params = [p for p in trainer.sync.gradients(parameters) if p.grad is not None]
     norm = float("nan")
     if params:
         max_norm = trainer.args.max_grad_norm

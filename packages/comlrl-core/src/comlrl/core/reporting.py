@@ -1,9 +1,12 @@
 """What a trainer reports: the run directory, the metric logger and its sinks, the logging
-cadence of training records, metric reduction over ranks, and progress bars.
+cadence of training records, metric reduction over ranks, sampled completions and progress
+bars.
 
-:class:`Reporting` is part of :class:`comlrl.core.trainer.TrainerBase`; it reads the trainer's
-``args``, ``global_args``, ``dist``, ``timing``, ``env_step``, ``wandb_config`` and
-``algorithm_name``.
+:class:`Reporting` is the trainer's ``reporting`` collaborator. It reads from its trainer the
+config (``args``, ``global_args``), ``dist``, ``timing``, ``env_step``, ``wandb_config``,
+``verbose``, the rollout backend's diagnostics, and what the family declares about its reports:
+``algorithm_name``, ``run_config()``, ``stage_name()``, ``num_stages()``, ``progress_unit``,
+``progress_metric`` and ``timing_idle_throughput``.
 """
 
 from __future__ import annotations
@@ -11,107 +14,96 @@ from __future__ import annotations
 import os
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
-from comlrl.core.logging.completions import CompletionReporting
+from comlrl.core.logging.completions import spread
 from comlrl.core.step_cadence import step_count
 
 
-class Reporting(CompletionReporting):
-    """Logging for every family: one cadence, one logger, one progress bar."""
+class Reporting:
+    """Logging for every family: one cadence, one logger, one progress bar.
 
-    # Config fields summarised in the W&B run config, where the config has them (a family
-    # extends the tuple with its own).
-    run_config_keys: tuple[str, ...] = (
-        "num_turns",
-        "advantage_mode",
-        "advantage_normalization",
-        "reference_kl_enabled",
-        "reference_kl_coef",
-        "reference_devices",
-        "agent_learning_rate",
-        "num_train_epochs",
-        "max_new_tokens",
-        "num_generations",
-    )
-    # Whether every training record carries every timing key (0.0 when nothing was timed).
-    timing_idle_throughput = False
-    # Eval items whose completions are printed as a console table after each evaluation (0:
-    # none; ``comlrl train`` sets it from ``output.console_completions``).
-    console_completions = 0
-    logger: MetricLogger | None = None
-    _last_train_log_step = -1
-    _last_reward_mean: float | None = None
+    ``record_extras`` are callables whose dicts are merged into every logged record before it
+    is reduced over ranks (e.g. a family's running parse-failure counts).
+    """
 
-    def _run_dir(self) -> str:
-        out = self.args.output_dir
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.logger: MetricLogger | None = None
+        self.run_dir: str | None = None
+        # The logging cadence's mark (see log_due); it travels in checkpoints.
+        self.last_log_step = -1
+        # The mean training reward of the latest collected batch (the progress bar shows it).
+        self.last_reward_mean: float | None = None
+        self.record_extras: list[Callable[[], dict[str, Any]]] = []
+        self._pending_completions: list[dict[str, Any]] | None = None
+
+    # ----------------------------------------------------------------- the logger
+    def _default_run_dir(self) -> str:
+        t = self.trainer
+        out = t.args.output_dir
         if out:
             return str(out)
-        if self.wandb_config and self.wandb_config.get("dir"):
-            return os.path.join(self.wandb_config["dir"], "comlrl")
+        if t.wandb_config and t.wandb_config.get("dir"):
+            return os.path.join(t.wandb_config["dir"], "comlrl")
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return os.path.join("runs", f"{self.algorithm_name.lower()}-{stamp}-{os.getpid()}")
-
-    def run_config(self) -> dict[str, Any]:
-        """The run description logged to W&B: model, agent count, algorithm, and the config
-        fields of ``run_config_keys`` that the config has (as written: global batch sizes)."""
-        a = self.global_args
-        cfg: dict[str, Any] = {
-            "model_name": self.model_name,
-            "num_agents": self.num_agents,
-            "algorithm": self.algorithm_name,
-        }
-        cfg.update({k: getattr(a, k) for k in self.run_config_keys if hasattr(a, k)})
-        return cfg
+        return os.path.join("runs", f"{t.algorithm_name.lower()}-{stamp}-{os.getpid()}")
 
     def ensure_logger(self) -> MetricLogger:
-        """The run's metric logger, built on first use (public: the loop calls it)."""
-        return self._ensure_logger()
-
-    def _ensure_logger(self) -> MetricLogger:
+        """The run's metric logger, built on first use."""
         if self.logger is None:
-            self.run_dir = self._run_dir()
+            t = self.trainer
+            self.run_dir = self._default_run_dir()
             self.logger = MetricLogger(
                 self.run_dir,
-                wandb_config=self.wandb_config,
-                run_config=self.run_config(),
+                wandb_config=t.wandb_config,
+                run_config=t.run_config(),
                 # The W&B run is named after its run directory unless wandb_config names it.
                 default_name=os.path.basename(os.path.normpath(self.run_dir)),
-                enabled=self.is_main_process,
-                report_to=self.args.report_to,
+                enabled=t.is_main_process,
+                report_to=t.args.report_to,
             )
         return self.logger
 
+    # ----------------------------------------------------------------- records
     def log_metrics(
         self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
     ) -> None:
-        """Log at ``step`` (default: the current env step).
+        """Log at ``step`` (default: the current env step), with the ``record_extras``.
 
         In multi-process training every rank must call this at the same points with the same
         keys: the values are averaged over ranks (``reduce=False``: log this rank's values as
         they are, which evaluation on rank 0 does) and only rank 0 writes them.
         """
-        if reduce and self.dist.is_distributed:
-            metrics = self._reduce_metrics(metrics)
-        self._ensure_logger().log(metrics, self.env_step if step is None else step)
+        t = self.trainer
+        if self.record_extras:
+            metrics = dict(metrics)
+            for extra in self.record_extras:
+                metrics.update(extra())
+        if reduce and t.dist.is_distributed:
+            metrics = self.reduced(metrics)
+        self.ensure_logger().log(metrics, t.env_step if step is None else step)
 
     def take_timings(self) -> dict[str, float]:
         """``timing/<phase>`` seconds and ``throughput/tokens_per_s`` since the previous
         training record; resets them."""
-        return self.timing.drain(idle_throughput=self.timing_idle_throughput)
+        t = self.trainer
+        return t.timing.drain(idle_throughput=t.timing_idle_throughput)
 
     def log_due(self, step: int) -> bool:
         """The logging cadence of training records: the first one, then whenever the count of
         ``steps_unit`` is at least ``logging_steps`` past the last logged one (every record
         when it is <= 1). ``step`` is the record's env step, the count under
         ``steps_unit='env'``. Marks the count as logged when it is due."""
-        if self.args.steps_unit == "optimizer":
-            step = step_count(self)
-        every, last = self.args.logging_steps, self._last_train_log_step
+        a = self.trainer.args
+        if a.steps_unit == "optimizer":
+            step = step_count(self.trainer)
+        every, last = a.logging_steps, self.last_log_step
         if every <= 1 or last < 0 or step - last >= every:
-            self._last_train_log_step = step
+            self.last_log_step = step
             return True
         return False
 
@@ -123,7 +115,7 @@ class Reporting(CompletionReporting):
     def backend_metrics(self) -> dict[str, float]:
         """The rollout backend's diagnostics since the previous record (e.g. vLLM's
         ``rollout/logprob_abs_diff``); backends without ``drain_metrics`` have none."""
-        drain = getattr(getattr(self, "rollout_backend", None), "drain_metrics", None)
+        drain = getattr(getattr(self.trainer, "rollout_backend", None), "drain_metrics", None)
         return drain() if drain is not None else {}
 
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
@@ -134,46 +126,61 @@ class Reporting(CompletionReporting):
         self.write_completions(step)
         return True
 
-    def _reduce_metrics(self, metrics: dict[str, Any]) -> dict[str, float]:
+    def reduced(self, metrics: dict[str, Any]) -> dict[str, float]:
+        """``metrics`` averaged over ranks; ranks that log different keys fail loudly."""
+        dist = self.trainer.dist
         keys = sorted(metrics)
         # A checksum of the key set rides along, so ranks logging different keys fail loudly
         # instead of averaging unrelated numbers.
         tag = float(zlib.crc32("\n".join(keys).encode()))
-        reduced = reduce_metrics({**metrics, "\x00keys": tag}, self.dist)
+        reduced = reduce_metrics({**metrics, "\x00keys": tag}, dist)
         if reduced.pop("\x00keys") != tag:
             raise RuntimeError(
-                f"Ranks logged different metric keys at env step {self.env_step} (rank "
-                f"{self.dist.rank}: {keys}); every rank must log the same metrics."
+                f"Ranks logged different metric keys at env step {self.trainer.env_step} (rank "
+                f"{dist.rank}: {keys}); every rank must log the same metrics."
             )
         return reduced
 
-    # Progress bars: one per stage, labelled "<algorithm> <stage> i/n".
-    progress_unit = "item"
+    # ----------------------------------------------------------------- completions
+    @property
+    def completion_rows_per_log(self) -> int:
+        """How many rows each training log record gets (0: completions are not logged)."""
+        return self.trainer.args.log_completions
 
-    def stage_name(self) -> str:
-        """What a stage is called in progress bars."""
-        return "epoch"
+    def offer_completions(self, make_rows: Callable[[], Sequence[dict[str, Any]]]) -> None:
+        """Offer the rows of a collected batch (see :mod:`comlrl.core.logging.completions`);
+        the latest offer is written at the next training log record. ``make_rows`` runs only
+        when completions are logged on this process, so a run that does not log them pays
+        nothing."""
+        count = self.completion_rows_per_log
+        if count <= 0 or not self.trainer.is_main_process:
+            return
+        self._pending_completions = spread(list(make_rows()), count)
 
+    def write_completions(self, step: int) -> None:
+        """Write the offered rows next to the training record just logged at ``step``."""
+        rows, self._pending_completions = self._pending_completions, None
+        if rows and self.logger is not None:
+            self.logger.log_completions(rows, step)
+
+    # ----------------------------------------------------------------- progress bars
     def progress_bar(self, total: int, stage: int):
-        """The progress bar of ``stage`` (silent on ranks other than 0 and when not verbose)."""
+        """The progress bar of ``stage``, labelled "<algorithm> <stage name> i/n" (silent on
+        ranks other than 0 and when the trainer is not verbose)."""
         from tqdm.auto import tqdm
 
+        t = self.trainer
         return tqdm(
             total=total,
-            desc=f"{self.algorithm_name} {self.stage_name()} {stage + 1}/{self.num_stages()}",
-            unit=self.progress_unit,
-            disable=not getattr(self, "verbose", True) or not self.is_main_process,
+            desc=f"{t.algorithm_name} {t.stage_name()} {stage + 1}/{t.num_stages()}",
+            unit=t.progress_unit,
+            disable=not getattr(t, "verbose", True) or not t.is_main_process,
             dynamic_ncols=True,
         )
 
-    @property
-    def latest_reward_mean(self) -> float | None:
-        """The mean training reward of the latest collected batch (None before the first)."""
-        return self._last_reward_mean
-
     def update_progress(self, bar) -> None:
         """Show the latest training reward on the bar, under the family's ``progress_metric``."""
-        if self._last_reward_mean is not None:
-            label = getattr(self, "progress_metric", "reward")
-            postfix = {label: f"{self._last_reward_mean:.3f}", "env_step": self.env_step}
+        if self.last_reward_mean is not None:
+            t = self.trainer
+            postfix = {t.progress_metric: f"{self.last_reward_mean:.3f}", "env_step": t.env_step}
             bar.set_postfix(postfix, refresh=False)

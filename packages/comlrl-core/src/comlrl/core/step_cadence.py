@@ -4,7 +4,7 @@ Each counts in ``steps_unit``: optimizer steps (the most any agent has taken, as
 ``global_step``) or env steps (joint actions rolled out, what 1.4.3's ``logging_steps`` counted).
 A cadence is due once the count has moved at least ``every`` past its mark, and then the mark
 moves to the count. The marks of eval and save live in ``trainer.cadence_marks``; the logging
-mark is ``trainer._last_train_log_step`` (its checkpoint key predates the others). All of them
+mark is ``trainer.reporting.last_log_step`` (its checkpoint key predates the others). All of them
 travel in checkpoints with the unit they were counted in, so a resumed run keeps its cadence and
 a run resumed under another unit starts its cadences afresh instead of comparing unlike counts.
 """
@@ -54,8 +54,8 @@ def load_cadence_state(trainer: Any, state: dict[str, Any], log_mark: int) -> No
     state = state or {"unit": _LEGACY_UNIT, "marks": {}}
     if state["unit"] == trainer.args.steps_unit:
         trainer.cadence_marks = {str(k): int(v) for k, v in state["marks"].items()}
-        trainer._last_train_log_step = int(log_mark)
+        trainer.reporting.last_log_step = int(log_mark)
         return
     now = step_count(trainer)
     trainer.cadence_marks = {name: now for name in ("eval", "save")}
-    trainer._last_train_log_step = -1
+    trainer.reporting.last_log_step = -1

@@ -4,7 +4,8 @@ A family subclasses :class:`TrainerBase`, builds its own parts in ``setup`` (aft
 ``super().setup(inputs)``) and implements the contract that :mod:`comlrl.core.loop` drives:
 ``collect(unit)`` and ``update(batch)``, optionally ``prepare(stage)``, ``end_stage(stage)``
 and ``state_dict``/``load_state_dict``. The base owns everything else: models and devices,
-the rollout backend, rewards, buffers, logging, evaluation and checkpoints.
+the rollout backend, rewards, buffers, logging, evaluation and checkpoints, through the
+collaborators it holds (``rollouts``, ``reporting``, ``checkpointing``, ``sync``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from comlrl.core import evaluation, loop, step_cadence
 from comlrl.core.buffer import RolloutBuffer
+from comlrl.core.checkpoint.trainer_state import Checkpointing
 from comlrl.core.compat_notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
     DistributedContext,
@@ -33,31 +35,62 @@ from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
 from comlrl.core.ranks import per_rank_config
 from comlrl.core.reporting import Reporting
-from comlrl.core.resumable import Resumable
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
-from comlrl.core.rollout.steps import RolloutSteps
+from comlrl.core.rollout.rollouts import Rollouts
 from comlrl.core.saving import main_process_only
 from comlrl.core.schedule import stage_count
 from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
 
 
-class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
+class TrainerBase:
     """Inputs, wiring and defaults of the family contract. Subclasses set ``algorithm_name``
-    and ``default_config_cls``."""
+    and ``default_config_cls``.
+
+    The work around the family's math is done by collaborators that ``setup`` builds:
+    ``rollouts`` (:class:`~comlrl.core.rollout.rollouts.Rollouts`: sampling, rewards, rollout
+    trees), ``reporting`` (:class:`~comlrl.core.reporting.Reporting`: logger, logging cadence,
+    completions, progress bars), ``checkpointing``
+    (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
+    and sessions) and ``sync`` (:class:`~comlrl.core.gradients.GradientSync`: gradient
+    averaging and pooled statistics over ranks), plus ``timing``. Family code calls them
+    directly; the methods below that only forward to one of them are the trainer's public API.
+    """
 
     algorithm_name = "Base"
     default_config_cls: type | None = None
     inputs_cls: type = TrainerInputs
     # The timing/<phase> keys of the training records (a family with more phases extends it).
     timing_phases: tuple[str, ...] = DEFAULT_PHASES
-    # The name under which the progress bar shows ``_last_reward_mean``.
+    # What the family declares about its reports (``reporting`` reads them): the name under
+    # which the progress bar shows the latest mean reward, what one bar step counts, whether
+    # every training record carries every timing key (0.0 when nothing was timed), and the
+    # config fields summarised in the W&B run config where the config has them.
     progress_metric = "reward"
+    progress_unit = "item"
+    timing_idle_throughput = False
+    run_config_keys: tuple[str, ...] = (
+        "num_turns",
+        "advantage_mode",
+        "advantage_normalization",
+        "reference_kl_enabled",
+        "reference_kl_coef",
+        "reference_devices",
+        "agent_learning_rate",
+        "num_train_epochs",
+        "max_new_tokens",
+        "num_generations",
+    )
+    # Eval items whose completions are printed as a console table after each evaluation (0:
+    # none; ``comlrl train`` sets it from ``output.console_completions``).
+    console_completions = 0
     # A single process until setup joins the launcher's process group.
     dist: DistributedContext = local_context()
-    sharded = None
     rollout_buffer: RolloutBuffer | None = None
+    # How a buffered sample becomes plain data and back (``use_buffer`` sets them).
+    sample_cls: Any = None
+    joint_sample_cls: Any = None
     skipped_nonfinite = 0
     # Keyword arguments of ``train()`` for the model's ``generate`` (set by ``train``).
     generation_kwargs: dict = {}
@@ -80,6 +113,9 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         """Validate cheap inputs, then load agents and tokenizers onto their devices."""
         self.inputs = inputs
         self.timing = PhaseTimer(self.timing_phases)
+        self.rollouts = Rollouts(self)
+        self.reporting = Reporting(self)
+        self.checkpointing = Checkpointing(self)
         self.args = inputs.args if inputs.args is not None else self.default_config_cls()
         # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
         # config as written; ``args`` holds this rank's share of every global batch threshold.
@@ -100,7 +136,6 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
                     "docs/distributed.md."
                 )
         self.args = per_rank_config(self.args, self.dist)
-        self.gradient_sync_hooks: list = []
         self.model_config = dict(inputs.model_config or {})
         for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
             setattr(self, name, getattr(inputs, name))
@@ -129,9 +164,10 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
                 f"Multi-turn {self.algorithm_name} requires an external_transition "
                 f"(num_turns={self.args.num_turns})."
             )
-        self.agent_devices, self.workers, self._worker_groups = plan_workers(
+        self.agent_devices, self.workers, worker_groups = plan_workers(
             self.args, self.dist, self.num_agents
         )
+        self.sync = GradientSync(self.dist, worker_groups, owner=self)
         if not load_models:
             return
         self.agents, self.tokenizers = place_agents(
@@ -149,7 +185,7 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
             from comlrl.core.sharding import ShardedAgents
 
             # Before any optimizer exists: optimizers must hold the sharded parameters.
-            self.sharded = ShardedAgents(self.agents, self.dist)
+            self.sync.sharded = ShardedAgents(self.agents, self.dist)
 
     def use_buffer(self, capacity: int, sample_cls: Any, joint_sample_cls: Any = None) -> None:
         """Give the family a rollout buffer of ``capacity`` samples per agent, whose samples
@@ -178,6 +214,17 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         return self.dist.is_main
 
     @property
+    def sharded(self):
+        """The FSDP-sharded agents (None unless ``distributed_mode`` shards them)."""
+        return self.sync.sharded
+
+    @property
+    def gradient_sync_hooks(self) -> list:
+        """Callables run as ``hook(trainer, params)`` once an optimizer step's gradients are
+        final (see :meth:`comlrl.core.gradients.GradientSync.gradients`); append to it."""
+        return self.sync.hooks
+
+    @property
     def rollout_buffers(self) -> list[list]:
         """Each agent's buffered samples awaiting an update."""
         return self.rollout_buffer.samples
@@ -195,6 +242,112 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
     def add_timing(self, phase: str, seconds: float) -> None:
         """Add ``seconds`` to ``timing/<phase>`` of the next training record."""
         self.timing.add(phase, seconds)
+
+    # ----------------------------------------------------------------- rollouts (public API)
+    def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):
+        """Sampling settings from the config (see :meth:`Rollouts.sampling_params`)."""
+        return self.rollouts.sampling_params(overrides, eval_mode=eval_mode)
+
+    @property
+    def generate_per_agent(self):
+        """The generation step of every rollout (:meth:`Rollouts.generate_per_agent`).
+        Assigning a wrapper replaces the step the rollouts take, so the wrapper sees every
+        sample (how tests record what a run sampled)."""
+        return self.rollouts.generate_per_agent
+
+    @generate_per_agent.setter
+    def generate_per_agent(self, step) -> None:
+        self.rollouts.generate_per_agent = step
+
+    def score(self, agent_completions, *, prompts, batch_items) -> list:
+        """Rewards for a batch of joint actions (see :meth:`Rollouts.score`)."""
+        return self.rollouts.score(agent_completions, prompts=prompts, batch_items=batch_items)
+
+    def rollout(self, items, num_samples: int, params, **options):
+        """Multi-turn rollout trees for ``items`` (see :meth:`Rollouts.trees`)."""
+        return self.rollouts.trees(items, num_samples, params, **options)
+
+    def rollout_unit(self, unit, joint_mode: str = "aligned"):
+        """The training rollout of an item batch: (roots, nodes); see
+        :meth:`Rollouts.unit_trees`."""
+        return self.rollouts.unit_trees(unit, joint_mode)
+
+    # ----------------------------------------------------------------- reporting (public API)
+    @property
+    def logger(self):
+        """The run's metric logger (None until the first record or ``train()``)."""
+        return self.reporting.logger
+
+    @property
+    def run_dir(self) -> str | None:
+        """The run directory (metrics, completions, default checkpoints); None until the
+        logger exists."""
+        return self.reporting.run_dir
+
+    def ensure_logger(self):
+        """The run's metric logger, built on first use."""
+        return self.reporting.ensure_logger()
+
+    def log_metrics(
+        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
+    ) -> None:
+        """Log ``metrics`` at ``step`` (see :meth:`Reporting.log_metrics`)."""
+        self.reporting.log_metrics(metrics, step, reduce=reduce)
+
+    @property
+    def latest_reward_mean(self) -> float | None:
+        """The mean training reward of the latest collected batch (None before the first)."""
+        return self.reporting.last_reward_mean
+
+    def run_config(self) -> dict[str, Any]:
+        """The run description logged to W&B: model, agent count, algorithm, and the config
+        fields of ``run_config_keys`` that the config has (as written: global batch sizes).
+        Families extend it through ``super()``."""
+        a = self.global_args
+        cfg: dict[str, Any] = {
+            "model_name": self.model_name,
+            "num_agents": self.num_agents,
+            "algorithm": self.algorithm_name,
+        }
+        cfg.update({k: getattr(a, k) for k in self.run_config_keys if hasattr(a, k)})
+        return cfg
+
+    def stage_name(self) -> str:
+        """What a stage is called in progress bars."""
+        return "epoch"
+
+    # ----------------------------------------------------------------- checkpoint contract
+    def trainable_models(self) -> dict[str, Any]:
+        """Named models whose weights a checkpoint holds."""
+        return {f"agent_{i}": m for i, m in enumerate(self.agents)}
+
+    def checkpoint_tokenizers(self) -> dict[str, Any]:
+        """The tokenizer saved next to each named model of :meth:`trainable_models`."""
+        return {f"agent_{i}": tok for i, tok in enumerate(getattr(self, "tokenizers", []))}
+
+    def optimizers_list(self) -> list:
+        """Every optimizer the checkpoint must hold, in a stable order."""
+        return list(getattr(self, "optimizers", []))
+
+    def schedulers_list(self) -> list:
+        """Every LR scheduler of the family's own (``self.schedulers``) that the checkpoint
+        must hold, in a stable order (those of ``lr_scheduler_type`` travel in the core's
+        state, see :meth:`state_dict`)."""
+        return list(getattr(self, "schedulers", []))
+
+    def checkpoint_loop_limits(self) -> tuple[int, int | None]:
+        """(stages, cursor positions per stage) for checkpoint cursor checks and for telling a
+        mid-stage save from a stage-end one (None: not known yet)."""
+        return self.num_stages(), len(self.get_train_dataloader())
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resumable state as plain data: the core's (:meth:`Checkpointing.core_state`);
+        families extend it through ``super()`` with their own."""
+        return self.checkpointing.core_state()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        self.checkpointing.load_core_state(state)
 
     # ----------------------------------------------------------------- the family contract
     @property
@@ -286,21 +439,12 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
         Extra keyword arguments go to ``model.generate`` during training rollouts.
         """
         check_generation_kwargs(generation_kwargs)
-        from comlrl.core.checkpoint.session import CheckpointSession
-
-        epoch_saves = checkpoint_dir is not None
-        if checkpoint_dir is None and self.args.save_steps is not None:
-            # save_steps alone: its checkpoints live in the run directory.
-            checkpoint_dir = os.path.join(self._ensure_logger().run_dir, "checkpoints")
-        session = CheckpointSession(
-            self,
+        session = self.checkpointing.session(
             resume_from_checkpoint,
             checkpoint_dir,
             checkpoint_interval,
             checkpoint_total_limit,
-            checkpoint_every_batches=checkpoint_every_batches,
-            save_steps=self.args.save_steps,
-            epoch_saves=epoch_saves,
+            checkpoint_every_batches,
         )
         self.generation_kwargs = dict(generation_kwargs)
         loop.TrainingLoop(self, session).run()
@@ -322,5 +466,6 @@ class TrainerBase(RolloutSteps, Reporting, Resumable, GradientSync):
             path = os.path.join(output_dir, f"agent_{i}")
             model.save_pretrained(path)
             tok.save_pretrained(path)
-        if self.logger is not None and self.logger.wandb is not None:
-            self.logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+        logger = self.reporting.logger
+        if logger is not None and logger.wandb is not None:
+            logger.log({"final_model_saved": str(output_dir)}, self.env_step)

@@ -40,25 +40,13 @@ class CandidatePairs:
                 agent_completions, prompts=prompts, batch_items=batch_items
             )
 
-    def reward_scores(self, agent_completions, *, prompts, batch_items) -> RewardScores:
-        """Processed task rewards, shared or per agent (used by eval rollouts)."""
-        return self.score_raw_and_processed(
-            agent_completions, prompts=prompts, batch_items=batch_items
-        )[1]
-
-    def score(self, agent_completions, *, prompts, batch_items) -> list:
-        """Processed task rewards: one per joint action, or one per-agent row per joint action."""
-        return self.reward_scores(
-            agent_completions, prompts=prompts, batch_items=batch_items
-        ).as_output()
-
     # ------------------------------------------------------------------ candidates
     def sample_candidates(
         self, items: Sequence[dict], num_samples: int, params
     ) -> list[list[PromptSamples]]:
         """``[actor][item]`` samples of the current policy for each item's prompts."""
         prompts = [[self.formatters[i](item) for item in items] for i in range(self.num_agents)]
-        return self.generate_per_agent(prompts, num_samples, params)
+        return self.rollouts.generate_per_agent(prompts, num_samples, params)
 
     def score_joint(
         self, texts: list[list[list[str]]], prompts: list[str], items: Sequence[dict]

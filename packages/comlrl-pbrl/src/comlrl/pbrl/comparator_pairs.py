@@ -91,7 +91,7 @@ class ComparatorPairs:
     def _output_dir(self, configured: str | None, sub: str) -> str:
         if configured:
             return os.path.abspath(os.path.expanduser(configured))
-        self._ensure_logger()
+        self.reporting.ensure_logger()
         return os.path.abspath(os.path.join(self.run_dir, sub))
 
     @property

@@ -139,7 +139,7 @@ class IterativeMixin(ComparatorPairs):
             self._save_snapshot(INITIAL)
         if self.replay.writes and not self.replay.directory:
             self.replay.directory = self._output_dir(a.preference_replay_dir, "preference_replay")
-        params = self.sampling_params(self.generation_kwargs)
+        params = self.rollouts.sampling_params(self.generation_kwargs)
         comparator = self._open_comparator(iteration)
         # Under several processes each rank samples its share of the items; every rank then
         # holds all the pairs (in item order) and selects the same training pairs.
@@ -217,13 +217,13 @@ class IterativeMixin(ComparatorPairs):
             if self.is_main_process:
                 drift.write_iteration(self.reward_distribution_dir, record)
             metrics.update(drift.summary_metrics(record))
-            sink = self._ensure_logger().wandb
+            sink = self.reporting.ensure_logger().wandb
             if sink is not None:
                 import wandb
 
                 step = max(self.env_step, self.logger.last_step)
                 sink.write(drift.wandb_plots(record, wandb.Html), step)
-        self.log_record(metrics)
+        self.reporting.log_record(metrics)
 
     def _finish_stage(self, stage: int) -> None:
         if self.snapshots_enabled:

@@ -158,7 +158,7 @@ class DPOMixin:
         """One DPO update on this rank's share of a unit's pairs; returns its metrics (None
         when a non-finite loss was skipped)."""
         a = self.args
-        self.offer_completions(lambda: [p.completion_row() for p in pairs])
+        self.reporting.offer_completions(lambda: [p.completion_row() for p in pairs])
         metrics = self.dpo_update(pairs)
         if a.use_environment_step:
             # Each rank trains on an equal share of the update's pairs.
@@ -173,7 +173,7 @@ class DPOMixin:
             np.mean([p.candidate_reward_mean for p in pairs])
         )
         metrics["dpo/skipped_nonfinite"] = float(self.skipped_nonfinite)
-        self._last_reward_mean = metrics["dpo/accuracy"]
+        self.reporting.last_reward_mean = metrics["dpo/accuracy"]
         return metrics
 
     def epoch_order(self, num_pairs: int, epoch: int) -> list[int]:
@@ -281,7 +281,7 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
     def _prepare_stage(self, stage: int) -> bool:
         if self.preference_pairs is not None:
             return False
-        params = self.sampling_params(self.generation_kwargs)
+        params = self.rollouts.sampling_params(self.generation_kwargs)
         # Under a multi-process launch each rank samples and scores its share of the items
         # (and their reference log-probs); the pairs are then gathered on every rank.
         items = self.rank_share(list(self.get_train_dataloader()))
@@ -292,7 +292,7 @@ class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
         if not pairs:
             self._warn_no_pairs()
         self.preference_pairs = pairs
-        self.log_record(stats)
+        self.reporting.log_record(stats)
         return True
 
     def _stage_units(self, stage: int) -> list[list[int]]:

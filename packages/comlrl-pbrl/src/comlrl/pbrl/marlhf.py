@@ -160,7 +160,7 @@ class RLHFMixin(RewardModelTraining):
         trainer's logger and ``env_step``."""
         kind, start = unit
         inner = self.rl_trainer
-        inner.logger = self._ensure_logger()
+        inner.reporting.logger = self.reporting.ensure_logger()
         inner.env_step = self.env_step
         inner.epoch = self.epoch
         inner.generation_kwargs = self.generation_kwargs
@@ -173,11 +173,11 @@ class RLHFMixin(RewardModelTraining):
                 size = max(1, inner.items_per_batch()) * world
                 count = min(size, len(data) - len(data) % world - start)
                 inner.run_unit(loop.materialize(inner, loop.ItemBatch(start, count)))
-                self._last_reward_mean = inner.latest_reward_mean
+                self.reporting.last_reward_mean = inner.reporting.last_reward_mean
             else:
                 loop.finish_stage(inner, self.epoch)
                 if self.args.reward_model_onpolicy_check:
-                    self.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
+                    self.reporting.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
         finally:
             self.env_step = inner.env_step
 
@@ -275,12 +275,12 @@ class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
     def _prepare_stage(self, stage: int) -> bool:
         if self.pairs_sampled:
             return False
-        params = self.sampling_params(self.generation_kwargs)
+        params = self.rollouts.sampling_params(self.generation_kwargs)
         # Each rank samples its share of the items; every rank then holds all the pairs.
         items = self.rank_share(list(self.get_train_dataloader()))
         pairs, stats = self.build_policy_pairs(items, params)
         pairs, stats = self.gather_pairs(pairs, stats, len(items))
-        self.log_record(stats)
+        self.reporting.log_record(stats)
         self.preference_pairs = pairs
         self.num_preference_pairs = len(pairs)
         self.pairs_sampled = True

@@ -93,7 +93,9 @@ class OnPolicyCheck:
 
     def observe(self, trainer, agent_completions, prompts, batch_items, model_scores) -> None:
         """Score an RL batch with the task reward and count the reward model's agreement."""
-        task = trainer.score(list(agent_completions), prompts=prompts, batch_items=batch_items)
+        task = trainer.rollouts.score(
+            list(agent_completions), prompts=prompts, batch_items=batch_items
+        )
         groups: dict[str, list[int]] = {}
         for j, prompt in enumerate(prompts):
             groups.setdefault(prompt, []).append(j)
@@ -177,7 +179,7 @@ class RewardModelTraining:
             now = time.perf_counter()
             self.add_timing("update", now - clock[0])
             clock[0] = now
-            self.log_record(epoch_metrics)
+            self.reporting.log_record(epoch_metrics)
 
         metrics = train_reward_model(
             trainer=self,

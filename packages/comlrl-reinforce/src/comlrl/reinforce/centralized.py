@@ -163,6 +163,8 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         self.num_roles = collaboration.num_roles
         collaboration.recording = lambda: not self.timing.evaluating
         self.layout_warmed_up = False
+        self.warmup_metrics: dict[str, float] | None = None
+        self.reporting.record_extras.append(self._record_extras)
 
     def train(self, *args: Any, **kwargs: Any) -> None:
         """Train; a ``layout_warmup_steps`` warm-up runs first (once per run, resumes skip it)."""
@@ -187,13 +189,10 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         cfg.update(collaboration_mode="centralized", num_roles=self.num_roles, num_actor_models=1)
         return cfg
 
-    def log_metrics(
-        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
-    ) -> None:
-        """Every record carries the running parse-failure count of the joint completions."""
-        merged = dict(metrics)
-        merged.update(self.collaboration.stats())
-        # The warm-up's losses go into the first record only.
-        merged.update(getattr(self, "warmup_metrics", None) or {})
+    def _record_extras(self) -> dict[str, Any]:
+        """What every logged record carries: the running parse-failure count of the joint
+        completions, and in the first record only, the layout warm-up's losses."""
+        extras = dict(self.collaboration.stats())
+        extras.update(self.warmup_metrics or {})
         self.warmup_metrics = None
-        super().log_metrics(merged, step, reduce=reduce)
+        return extras

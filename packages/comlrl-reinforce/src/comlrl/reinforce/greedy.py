@@ -31,13 +31,13 @@ def greedy_baselines(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[float
     if not nodes:
         return []
     params = dataclasses.replace(
-        trainer.sampling_params(trainer.generation_kwargs), do_sample=False
+        trainer.rollouts.sampling_params(trainer.generation_kwargs), do_sample=False
     )
     with trainer.timed(PHASE):
         prompts = [[node.prompts[i] for node in nodes] for i in range(trainer.num_agents)]
-        samples = trainer.generate_per_agent(prompts, 1, params)
+        samples = trainer.rollouts.generate_per_agent(prompts, 1, params)
         completions = [[s.texts[0] for s in agent] for agent in samples]
-        rewards = trainer.score(
+        rewards = trainer.rollouts.score(
             completions,
             prompts=[node.raw_prompts[0] for node in nodes],
             batch_items=[node.item for node in nodes],

@@ -36,7 +36,7 @@ def layout_targets(trainer: Any, items: list[dict]) -> list[tuple[list[int], lis
     # The layout's own tokens share the joint budget with the answers.
     overhead = len(tokenizer(adapter.format_completion([""] * roles))["input_ids"])
     params = dataclasses.replace(
-        trainer.sampling_params(),
+        trainer.rollouts.sampling_params(),
         max_new_tokens=max(1, (trainer.args.max_new_tokens - overhead) // roles),
     )
     k = trainer.args.num_generations

@@ -101,7 +101,7 @@ class MAGRPOTrainer(TrainerBase):
     def collect(self, unit) -> Batch:
         """Roll out the unit's items and shape their rewards; one record per tree node (each
         agent's group there, advantages computed), in env-step order."""
-        roots, nodes = self.rollout_unit(unit, self.args.joint_mode)
+        roots, nodes = self.rollouts.unit_trees(unit, self.args.joint_mode)
         baselines = greedy_baselines(self, nodes) if self.args.uses_greedy_baseline() else None
         kls = apply_kl_shaping(self, roots, nodes)
         per_agent = [
@@ -117,7 +117,7 @@ class MAGRPOTrainer(TrainerBase):
         )
         for groups in per_agent:
             self.fill_advantages(groups)
-        self.offer_completions(
+        self.reporting.offer_completions(
             lambda: tree_rows(nodes, [[g.advantages for g in gs] for gs in per_agent])
         )
         order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].step)
@@ -214,7 +214,7 @@ class MAGRPOTrainer(TrainerBase):
         advs = [torch.tensor(g.advantages, dtype=torch.float64) for g in batch]
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
             flat = torch.cat(advs)
-            pooled = self.pooled_moments([flat])
+            pooled = self.sync.pooled_moments([flat])
             flat = batch_normalize(flat, pooled[0] if pooled else None)
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
@@ -298,7 +298,7 @@ class MAGRPOTrainer(TrainerBase):
         one token mean); None, the mini-batch's own count, otherwise."""
         if self.args.loss_aggregation != "token_mean" or not self.dist.is_distributed:
             return None
-        pooled = round(self.pooled_total(kept_tokens(lengths, keep)))
+        pooled = round(self.sync.pooled_total(kept_tokens(lengths, keep)))
         return token_mean_total(pooled, self.dist.world_size)
 
     # ------------------------------------------------------------------ metrics

@@ -218,7 +218,7 @@ def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
             ],
             "references": reference_fingerprint(trainer),
             "train_dataset": dataset_fingerprint(getattr(trainer, "train_dataset", None)),
-            "callbacks": sorted(trainer.checkpoint_callbacks()),
+            "callbacks": sorted(trainer.checkpointing.callbacks()),
         }
     )
 

@@ -250,8 +250,8 @@ class CheckpointSession:
         for scheduler, sched_state in zip(trainer.schedulers_list(), state["schedulers"]):
             scheduler.load_state_dict(sched_state)
         trainer.load_state_dict(state["family"])
-        trainer._load_loop_state_dict(state["loop"])
-        callbacks = trainer.checkpoint_callbacks()
+        trainer.checkpointing.load_loop_state(state["loop"])
+        callbacks = trainer.checkpointing.callbacks()
         for name, cb_state in state["callbacks"].items():
             callbacks[name].load_state_dict(cb_state)
         self._rewind_log(state["logger"])
@@ -311,7 +311,7 @@ class CheckpointSession:
                 run_id=self.run_id,
                 reason=reason,
                 fingerprint=self.fingerprint(),
-                loop_state=self.trainer._loop_state_dict(),
+                loop_state=self.trainer.checkpointing.loop_state(),
                 logger_state=self._logger_state(),
             )
         protect = {self.resumed_from} if self.resumed_from else set()

@@ -112,7 +112,7 @@ def write_checkpoint(
             rng=rng_meta,
             loop=loop_state,
             family=trainer.state_dict(),
-            callbacks={n: obj.state_dict() for n, obj in trainer.checkpoint_callbacks().items()},
+            callbacks={n: obj.state_dict() for n, obj in trainer.checkpointing.callbacks().items()},
             logger=logger_state,
         )
         _write_text(os.path.join(staging, STATE), _encode_state(state))

@@ -16,8 +16,8 @@ file continues without duplicates; a fresh run moves an earlier run's file aside
 appended with one ``write`` each batch and flushed, so a crash can cut at most the last line,
 which readers skip.
 
-A family offers rows while it collects (:meth:`CompletionReporting.offer_completions`); the
-reporting layer writes them at the next training log record.
+A family offers rows while it collects (:meth:`comlrl.core.reporting.Reporting.offer_completions`);
+the trainer's reporting writes them at the next training log record.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,29 +180,3 @@ def log_completions_table(sink: Any, rows: Sequence[dict[str, Any]], step: int) 
     columns, data, step)`` (W&B makes a ``wandb.Table`` of it, TensorBoard a text table)."""
     columns, data = table_columns(rows)
     sink.log_table("completions", columns, data, step)
-
-
-class CompletionReporting:
-    """The trainer side: families offer rows while collecting; the rows of the latest offer
-    are written at the next training log record. Reads ``args.log_completions``."""
-
-    _pending_completions: list[dict[str, Any]] | None = None
-
-    @property
-    def completion_rows_per_log(self) -> int:
-        """How many rows each training log record gets (0: completions are not logged)."""
-        return self.args.log_completions
-
-    def offer_completions(self, make_rows: Callable[[], Sequence[dict[str, Any]]]) -> None:
-        """Offer the rows of a collected batch; ``make_rows`` runs only when completions are
-        logged on this process, so a run that does not log them pays nothing."""
-        count = self.completion_rows_per_log
-        if count <= 0 or not self.is_main_process:
-            return
-        self._pending_completions = spread(list(make_rows()), count)
-
-    def write_completions(self, step: int) -> None:
-        """Write the offered rows next to the training record just logged at ``step``."""
-        rows, self._pending_completions = self._pending_completions, None
-        if rows and self.logger is not None:
-            self.logger.log_completions(rows, step)

@@ -37,6 +37,24 @@ class SamplingParams:
     do_sample: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_config(
+        cls, args: Any, overrides: dict | None = None, *, eval_mode: bool = False
+    ) -> SamplingParams:
+        """The sampling settings of a config (plus ``train(**kwargs)`` overrides); greedy in
+        evaluation when ``eval_greedy`` is set."""
+        return cls(
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty,
+            max_prompt_length=args.max_prompt_length,
+            do_sample=not (eval_mode and args.eval_greedy),
+            extra=dict(overrides or {}),
+        )
+
     def generate_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``model.generate``; explicit so a model's own
         ``generation_config`` (repetition penalties, other top-k) never applies silently."""

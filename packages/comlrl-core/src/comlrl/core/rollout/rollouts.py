@@ -1,40 +1,35 @@
-"""The rollout half of a trainer: sampling settings, per-agent generation through the rollout
-backend, reward scoring and multi-turn trees.
+"""The trainer's rollouts: sampling settings, per-agent generation through the rollout backend,
+reward scoring and multi-turn trees.
 
-:class:`RolloutSteps` is part of :class:`comlrl.core.trainer.TrainerBase`; it reads the
-trainer's ``args``, ``num_agents``, ``formatters``, ``external_transition``, ``reward_caller``,
-``rollout_backend``, ``workers``, ``timing``, ``dist`` and ``epoch``.
+:class:`Rollouts` is the trainer's ``rollouts`` collaborator. It reads from its trainer, at the
+time of each call (families replace some of them after the base setup): ``args``,
+``num_agents``, ``formatters``, ``external_transition``, ``reward_caller``,
+``rollout_backend``, ``workers``, ``timing``, ``dist``, ``epoch``, ``generation_kwargs`` and
+``env_step``; a training rollout advances ``env_step`` and tells ``reporting`` its mean reward.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from comlrl.core.distributed import item_seed
 from comlrl.core.rewards.shapes import RewardScores
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams
-from comlrl.core.rollout.tree import TreeSettings, build_trees
+from comlrl.core.rollout.tree import TreeNode, TreeSettings, build_trees
 
 
-class RolloutSteps:
-    """Generation, scoring and rollout trees for the family's ``collect``."""
+class Rollouts:
+    """Generation, scoring and rollout trees for the family's ``collect`` and evaluation."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
 
     def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):
         """Sampling settings from the config (plus ``train(**kwargs)`` overrides)."""
-        a = self.args
-        return SamplingParams(
-            max_new_tokens=a.max_new_tokens,
-            temperature=a.temperature,
-            top_p=a.top_p,
-            top_k=a.top_k,
-            min_p=a.min_p,
-            repetition_penalty=a.repetition_penalty,
-            max_prompt_length=a.max_prompt_length,
-            do_sample=not (eval_mode and a.eval_greedy),
-            extra=dict(overrides or {}),
-        )
+        return SamplingParams.from_config(self.trainer.args, overrides, eval_mode=eval_mode)
 
     def generate_per_agent(
         self,
@@ -48,23 +43,25 @@ class RolloutSteps:
         (one per prompt), each prompt is seeded from (seed, epoch, key, agent) only, so its
         samples depend neither on batch composition nor on the rank that rolls it out. The
         time and the generated tokens count towards ``timing/generate`` and the throughput."""
-        seed = self.args.seed or 0
-        epoch = getattr(self, "epoch", 0)
+        t = self.trainer
+        seed = t.args.seed or 0
+        epoch = getattr(t, "epoch", 0)
 
         def run(i: int, prompts: list[str]) -> list[PromptSamples]:
             seeds = None if keys is None else [item_seed(seed, epoch, *k, i) for k in keys]
-            return self.rollout_backend.generate(i, prompts, num_samples, params, seeds)
+            return t.rollout_backend.generate(i, prompts, num_samples, params, seeds)
 
-        with self.timed("generate"):
-            out = self.workers.map(run, prompts_per_agent)
-        self.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
+        with t.timing.phase("generate"):
+            out = t.workers.map(run, prompts_per_agent)
+        t.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
         return out
 
     def reward_scores(self, agent_completions, *, prompts, batch_items) -> RewardScores:
         """Rewards for a batch of joint actions, shared or per agent (timed as
         ``timing/reward``); the rollout tree stores them."""
-        with self.timed("reward"):
-            return self.reward_caller.score(
+        t = self.trainer
+        with t.timing.phase("reward"):
+            return t.reward_caller.score(
                 agent_completions, prompts=prompts, batch_items=batch_items
             )
 
@@ -75,7 +72,7 @@ class RolloutSteps:
             agent_completions, prompts=prompts, batch_items=batch_items
         ).as_output()
 
-    def rollout(
+    def trees(
         self,
         items: Sequence[dict],
         num_samples: int,
@@ -85,15 +82,16 @@ class RolloutSteps:
         early_termination_threshold=None,
         env_step_start: int = 0,
         offset: int | None = None,
-    ):
+    ) -> list[TreeNode]:
         """Multi-turn rollout trees for ``items`` (see :mod:`comlrl.core.rollout.tree`).
 
         ``offset`` is the global index of ``items[0]`` during training (None for evaluation):
         it keys item-seeded sampling and turns rank-local env steps into global ones.
         """
-        a = self.args
+        t = self.trainer
+        a = t.args
         settings = TreeSettings(
-            num_agents=self.num_agents,
+            num_agents=t.num_agents,
             num_turns=a.num_turns,
             num_samples=num_samples,
             joint_mode=joint_mode,
@@ -104,16 +102,18 @@ class RolloutSteps:
         keyed = offset is not None and a.item_seeded_sampling
 
         def generate(prompts, keys=None):
+            # Looked up per call: a wrapper assigned to ``generate_per_agent`` (through the
+            # trainer's property of that name) sees every sample.
             return self.generate_per_agent(prompts, num_samples, params, keys)
 
-        world = self.dist.world_size if offset is not None else 1
+        world = t.dist.world_size if offset is not None else 1
         roots = build_trees(
             items,
             settings,
-            self.formatters,
+            t.formatters,
             generate,
             self.reward_scores,
-            self.external_transition,
+            t.external_transition,
             env_step_start=0,
             item_offset=offset or 0,
             keyed=keyed,
@@ -125,21 +125,22 @@ class RolloutSteps:
                 node.env_step = env_step_start + node.env_step * world
         return roots
 
-    def rollout_unit(self, unit, joint_mode: str = "aligned"):
+    def unit_trees(self, unit, joint_mode: str = "aligned") -> tuple[list, list]:
         """The training rollout of an item batch (its items, from the current env step, K =
-        ``num_generations``); advances ``env_step`` and records the batch's mean reward.
-        Returns (roots, every node in walk order)."""
-        a = self.args
-        roots = self.rollout(
+        ``num_generations``); advances ``env_step`` and records the batch's mean reward for
+        the progress bar. Returns (roots, every node in walk order)."""
+        t = self.trainer
+        a = t.args
+        roots = self.trees(
             unit.items,
             a.num_generations,
-            self.sampling_params(self.generation_kwargs),
+            self.sampling_params(t.generation_kwargs),
             joint_mode=joint_mode,
             early_termination_threshold=a.early_termination_threshold,
-            env_step_start=self.env_step,
+            env_step_start=t.env_step,
             offset=unit.offset,
         )
         nodes = [node for root in roots for node in root.walk()]
-        self.env_step = max(n.env_step for n in nodes)
-        self._last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
+        t.env_step = max(n.env_step for n in nodes)
+        t.reporting.last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
         return roots, nodes

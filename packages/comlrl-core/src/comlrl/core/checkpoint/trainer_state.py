@@ -1,0 +1,132 @@
+"""What a checkpoint holds of a trainer beyond what its family names.
+
+:class:`Checkpointing` is the trainer's ``checkpointing`` collaborator. The family names its
+models, tokenizers, optimizers, schedulers and extra state through the trainer's hooks
+(``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``, ``schedulers_list``,
+``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
+this class captures and restores the state the core owns (the logging mark, the non-finite and
+optimizer step counters, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its
+shuffling RNG), the loop's position, and the user callbacks with state, and opens the
+checkpoint session of a ``train()`` call.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from comlrl.core.schedule import load_scheduler_states, scheduler_states
+from comlrl.core.step_cadence import cadence_state, load_cadence_state
+
+
+class Checkpointing:
+    """The core's share of a trainer's checkpoint, and its checkpoint sessions."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    def session(
+        self,
+        resume_from_checkpoint: str | None,
+        checkpoint_dir: str | None,
+        checkpoint_interval: int,
+        checkpoint_total_limit: int | None,
+        checkpoint_every_batches: int | None,
+    ):
+        """The :class:`~comlrl.core.checkpoint.session.CheckpointSession` of one ``train()``
+        call (its arguments; see :meth:`comlrl.core.trainer.TrainerBase.train`). With
+        ``save_steps`` but no ``checkpoint_dir``, checkpoints go to ``<run dir>/checkpoints``
+        and only the ``save_steps`` cadence and the final save write them."""
+        from comlrl.core.checkpoint.session import CheckpointSession
+
+        t = self.trainer
+        epoch_saves = checkpoint_dir is not None
+        if checkpoint_dir is None and t.args.save_steps is not None:
+            checkpoint_dir = os.path.join(t.reporting.ensure_logger().run_dir, "checkpoints")
+        return CheckpointSession(
+            t,
+            resume_from_checkpoint,
+            checkpoint_dir,
+            checkpoint_interval,
+            checkpoint_total_limit,
+            checkpoint_every_batches=checkpoint_every_batches,
+            save_steps=t.args.save_steps,
+            epoch_saves=epoch_saves,
+        )
+
+    def callbacks(self) -> dict[str, Any]:
+        """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries
+        (e.g. a reward function with a running baseline). Their state must be plain data."""
+        t = self.trainer
+        candidates = {
+            "train_dataset": t.train_dataset,
+            "reward_func": t.reward_func,
+            "reward_processor": t.reward_processor,
+            "external_transition": t.external_transition,
+            "eval_logger": t.eval_logger,
+            "eval_aggregator": t.eval_aggregator,
+        }
+        return {
+            name: obj
+            for name, obj in candidates.items()
+            if callable(getattr(obj, "state_dict", None))
+            and callable(getattr(obj, "load_state_dict", None))
+            and not isinstance(obj, torch.nn.Module)
+        }
+
+    def core_state(self) -> dict[str, Any]:
+        """The core's part of the family state, as plain data: the logging mark and the
+        non-finite counter, the optimizer step counts, the LR schedules, and the rollout buffer
+        with its shuffling RNG. ``TrainerBase.state_dict`` returns it, and families extend
+        that (their keys sit next to these in a checkpoint's family state)."""
+        t = self.trainer
+        state: dict[str, Any] = {
+            "last_train_log_step": t.reporting.last_log_step,
+            "skipped_nonfinite": t.skipped_nonfinite,
+        }
+        steps = getattr(t, "agent_steps", None)
+        if steps:
+            state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
+        schedules = scheduler_states(t)
+        if schedules:
+            state["lr_schedulers"] = schedules
+        if t.rollout_buffer is not None:
+            joint = t.joint_sample_cls.to_state if t.joint_sample_cls else None
+            state.update(t.rollout_buffer.state_dict(t.sample_cls.to_state, joint))
+            state["shuffle_rng"] = t.shuffle_rng.getstate()
+        return state
+
+    def load_core_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`core_state`."""
+        t = self.trainer
+        t.reporting.last_log_step = int(state["last_train_log_step"])
+        t.skipped_nonfinite = int(state["skipped_nonfinite"])
+        t.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
+        load_scheduler_states(t, state.get("lr_schedulers", []))
+        if t.rollout_buffer is not None:
+            joint = t.joint_sample_cls.from_state if t.joint_sample_cls else None
+            t.rollout_buffer.load_state_dict(state, t.sample_cls.from_state, joint)
+            rng = state["shuffle_rng"]
+            t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+
+    def loop_state(self) -> dict[str, Any]:
+        """The loop's position: data cursor, units done, the env step counter and the marks
+        of the step cadences (:mod:`comlrl.core.step_cadence`)."""
+        t = self.trainer
+        return {
+            "cursor": list(t.cursor),
+            "global_batch": int(t.global_batch),
+            "env_step": int(t.env_step),
+            "cadence": cadence_state(t),
+        }
+
+    def load_loop_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`loop_state`; runs after the family state, because the cadence
+        marks are checked against the restored counters."""
+        t = self.trainer
+        t.cursor = (int(state["cursor"][0]), int(state["cursor"][1]))
+        t.global_batch = int(state["global_batch"])
+        t.env_step = int(state["env_step"])
+        load_cadence_state(t, state.get("cadence"), t.reporting.last_log_step)
