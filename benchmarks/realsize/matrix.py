@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.learning.catalogue import LORA
 from benchmarks.realsize.shapes import SHAPES, model_dir, parameter_count
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,13 +29,7 @@ AGENTS = (1, 2, 4)
 OPTIONS = ("fp32", "bf16", "adapters", "sharing", "checkpointing")
 # This machine's memory, and where a child is stopped (headroom for the parent and the OS).
 MACHINE_GB, RSS_LIMIT_GB = 23.4, 21.5
-# The adapters option: LoRA r=8 on every attention and MLP projection.
-LORA = {
-    "r": 8,
-    "lora_alpha": 16,
-    "lora_dropout": 0.0,
-    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-}
+# The adapters option: the learning table's LoRA (r=8 on every projection), so both measure one setting.
 # What each option adds to our side's spec.
 OPTION_SPEC = {
     "fp32": {},
