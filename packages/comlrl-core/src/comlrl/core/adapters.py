@@ -118,6 +118,12 @@ class AdapterAgent(_SharedModelView):
     def __init__(self, shared: SharedBase, name: str):
         super().__init__(shared)
         object.__setattr__(self, "adapter_name", name)
+        object.__setattr__(self, "_body", AdapterBody(shared, name))
+
+    def hidden_body(self) -> AdapterBody:
+        """The transformer body under this agent's adapter (no LM head), for value heads that
+        read hidden states: :func:`comlrl.core.backbone.backbone_of` returns it."""
+        return self._body
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
         """This agent's adapter parameters (the base and other adapters are not its own)."""
@@ -207,6 +213,40 @@ class BaseReference(_SharedModelView):
         return self
 
     def train(self, mode: bool = True):
+        return self
+
+
+class AdapterBody(_SharedModelView):
+    """The transformer body of a :class:`SharedBase`'s model (no LM head) run with one agent's
+    adapter active. Its ``parameters()`` are the frozen base's, where callers read the device
+    and size; the adapter's are the agent's own."""
+
+    def __init__(self, shared: SharedBase, name: str):
+        super().__init__(shared)
+        object.__setattr__(self, "adapter_name", name)
+
+    def _inner(self):
+        return self.shared.model.get_base_model().base_model
+
+    @property
+    def config(self):
+        """The body's config."""
+        return self._inner().config
+
+    def forward(self, *args, **kwargs):
+        with self.shared.active(self.adapter_name):
+            return self._inner()(*args, **kwargs)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
+        names = self.shared.names
+        for n, p in self._inner().named_parameters(prefix, recurse, remove_duplicate):
+            if not any(_owns(n, a) for a in names):
+                yield n, p
+
+    def train(self, mode: bool = True):
+        """Set the shared model's mode (the body, its head and every adapter share it)."""
+        self.shared.model.train(mode)
+        self.training = mode
         return self
 
 

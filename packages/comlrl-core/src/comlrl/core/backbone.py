@@ -15,7 +15,18 @@ _HIDDEN_SIZE_KEYS = ("hidden_size", "n_embd", "d_model")
 
 
 def backbone_of(model: Any) -> Any:
-    """The transformer body of a causal LM (its ``base_model``); a body is returned as is."""
+    """The transformer body of a causal LM (its ``base_model``); a body is returned as is.
+
+    A PEFT model's body is the one inside the model it wraps (its adapter layers included),
+    and an agent that shares one base with others (``hidden_body()``) gives a body that runs
+    under its own adapter; a PEFT model's own ``base_model`` is the whole LM, head and all.
+    """
+    hidden_body = getattr(type(model), "hidden_body", None)
+    if callable(hidden_body):
+        return model.hidden_body()
+    get_base_model = getattr(type(model), "get_base_model", None)
+    if callable(get_base_model):
+        return backbone_of(model.get_base_model())
     base = getattr(model, "base_model", None)
     return base if isinstance(base, nn.Module) else model
 
