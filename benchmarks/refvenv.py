@@ -80,11 +80,32 @@ def build_venv(target: Path, wanted: list[str], run=subprocess.run) -> Path:
 
 def reference_python(rebuild: bool = False) -> Path:
     """Path of the reference venv's interpreter, creating or updating the venv if needed."""
-    wanted = pinned_requirements()
-    if not rebuild and is_complete(VENV_DIR, wanted):
-        return VENV_DIR / "bin" / "python"
-    print(f"[benchmarks] installing the reference: {' '.join(wanted)}", file=sys.stderr)
-    return build_venv(VENV_DIR, wanted)
+    return _venv_python(VENV_DIR, pinned_requirements(), "the reference", rebuild)
+
+
+# TRL, the single-agent peer of the realsize matrix, in a venv of its own built the same way.
+TRL_VERSION = "1.16.0"
+TRL_VENV_DIR = VENV_DIR.with_name(".venv-trl")
+
+
+def trl_requirements() -> list[str]:
+    """TRL plus our versions of the libraries it trains with."""
+    pins = [f"trl=={TRL_VERSION}"]
+    for name in ("torch", "transformers", "tokenizers", "accelerate", "datasets"):
+        pins.append(f"{name}=={version(name)}")
+    return pins
+
+
+def trl_python(rebuild: bool = False) -> Path:
+    """Path of the TRL venv's interpreter, creating or updating the venv if needed."""
+    return _venv_python(TRL_VENV_DIR, trl_requirements(), "TRL", rebuild)
+
+
+def _venv_python(venv: Path, wanted: list[str], what: str, rebuild: bool) -> Path:
+    if not rebuild and is_complete(venv, wanted):
+        return venv / "bin" / "python"
+    print(f"[benchmarks] installing {what}: {' '.join(wanted)}", file=sys.stderr)
+    return build_venv(venv, wanted)
 
 
 def main() -> int:

@@ -6,7 +6,7 @@ downloaded):
 - the trainer matrix (:mod:`benchmarks.realsize.matrix`): one training step of MAGRPO, IAC and
   MADPO with N = 1, 2, 4 agents of the Qwen2.5-0.5B shape, for full fp32, ``bf16: true``, one
   base with an adapter per agent, parameter sharing and gradient checkpointing; the reference
-  1.4.3 on the same shapes; and memory cells at the 1.5B shape. Peak RSS, and the step split
+  1.4.3 on the same shapes; TRL's GRPOTrainer as the one-agent peer; and memory cells at the 1.5B shape. Peak RSS, and the step split
   into decode, scoring and backward+step. The run writes the table and
   ``docs/images/realsize.png`` into docs/performance.md.
 - the scoring cells (:mod:`benchmarks.realsize.scoring`): the loss forward+backward of a
@@ -42,15 +42,20 @@ def _save(results: dict) -> None:
 
 
 def _run_matrix(names, args, results: dict) -> None:
-    from benchmarks.refvenv import reference_python
+    from benchmarks.refvenv import reference_python, trl_python
 
     chosen = [c for c in matrix.cells() if not names or c.name in names]
     if args.missing:
         chosen = [c for c in chosen if c.name not in results]
-    ref_python = reference_python() if any(c.side == "reference" for c in chosen) else None
+    sides = {c.side for c in chosen}
+    pythons = {}
+    if "reference" in sides:
+        pythons["reference"] = reference_python()
+    if "trl" in sides:
+        pythons["trl"] = trl_python()
     for i, cell in enumerate(chosen, 1):
         print(f"[realsize {i}/{len(chosen)}] {cell.name} ...", flush=True)
-        record = matrix.run_cell(cell, args.threads, ref_python, args.timeout)
+        record = matrix.run_cell(cell, args.threads, pythons, args.timeout)
         record["command"] = "python -m benchmarks realsize --cells " + cell.name
         results[cell.name] = record
         _save(results)  # a killed run keeps every finished cell

@@ -47,9 +47,19 @@ WORKLOAD = {
 }  # fmt: skip
 
 
+SIDE_PREFIX = {"ours": "", "reference": "ref-", "trl": "trl-"}
+# What each option sets on TRL's side (GRPOConfig turns gradient checkpointing on by default).
+TRL_OPTIONS = {
+    "fp32": {},
+    "bf16": {"bf16": True},
+    "checkpointing": {"gradient_checkpointing": True},
+}
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One measurement: ``side`` is ``ours`` or ``reference`` (comlrl 1.4.3)."""
+    """One measurement: ``side`` is ``ours``, ``reference`` (comlrl 1.4.3) or ``trl`` (TRL's
+    GRPOTrainer, one agent)."""
 
     shape: str
     algorithm: str
@@ -60,8 +70,9 @@ class Cell:
     @property
     def name(self) -> str:
         """The cell's key in the results and its ``--cells`` name."""
-        prefix = "" if self.side == "ours" else "ref-"
-        return f"{prefix}{self.shape}-{self.algorithm}-n{self.agents}-{self.option}"
+        prefix = SIDE_PREFIX[self.side]
+        algorithm = "grpo" if self.side == "trl" else self.algorithm
+        return f"{prefix}{self.shape}-{algorithm}-n{self.agents}-{self.option}"
 
     def floor_gb(self) -> float:
         """Weights, gradients and AdamW state the cell cannot do without (fp32: 16 bytes per
@@ -88,6 +99,7 @@ def cells() -> list[Cell]:
         if not (option == "sharing" and n == 1)  # one agent shares with no one
     ]
     out += [Cell("qwen05", algo, n, "fp32", "reference") for algo in ALGORITHMS for n in (1, 2)]
+    out += [Cell("qwen05", "magrpo", 1, option, "trl") for option in TRL_OPTIONS]
     out += [Cell("qwen15", "magrpo", n, o) for n in (1, 4) for o in ("fp32", "adapters")]
     return out
 
@@ -114,14 +126,18 @@ def spec_for(cell: Cell, threads: int) -> dict:
     )
     if cell.side == "ours":
         spec.update(OPTION_SPEC[cell.option])
+    elif cell.side == "trl":
+        spec.update(TRL_OPTIONS[cell.option])
     return spec
 
 
-def _command(cell: Cell, spec_path: str, reference_python: Path | None) -> list[str]:
+def _command(cell: Cell, spec_path: str, pythons: dict[str, Path]) -> list[str]:
     if cell.side == "ours":
         return [sys.executable, "-m", "benchmarks.realsize.driver", spec_path]
+    if cell.side == "trl":
+        return [str(pythons["trl"]), str(ROOT / "benchmarks/realsize/trl_driver.py"), spec_path]
     driver = ROOT / "benchmarks" / "portable" / "reference_driver.py"
-    return [str(reference_python), str(driver), spec_path]
+    return [str(pythons["reference"]), str(driver), spec_path]
 
 
 def _rss_gb(pid: int) -> float:
@@ -148,8 +164,9 @@ def _reference_record(raw: dict) -> dict:
     }
 
 
-def run_cell(cell: Cell, threads: int, reference_python: Path | None, timeout: float) -> dict:
-    """Measure ``cell`` in a watched child process; the record says how it ended."""
+def run_cell(cell: Cell, threads: int, pythons: dict[str, Path], timeout: float) -> dict:
+    """Measure ``cell`` in a watched child process; the record says how it ended.
+    ``pythons`` maps the ``reference`` and ``trl`` sides to their venvs' interpreters."""
     from benchmarks.portable.measure import RESULT_PREFIX
 
     base = {"cell": cell.name, "floor_gb": round(cell.floor_gb(), 2)}
@@ -164,7 +181,7 @@ def run_cell(cell: Cell, threads: int, reference_python: Path | None, timeout: f
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
-            _command(cell, fh.name, reference_python), cwd=ROOT, env=env, stdout=out, stderr=err
+            _command(cell, fh.name, pythons), cwd=ROOT, env=env, stdout=out, stderr=err
         )
         watched_peak, start, stopped = 0.0, time.monotonic(), None
         while child.poll() is None:
@@ -188,6 +205,6 @@ def run_cell(cell: Cell, threads: int, reference_python: Path | None, timeout: f
     for line in stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             raw = json.loads(line[len(RESULT_PREFIX) :])
-            record = raw if cell.side == "ours" else _reference_record(raw)
+            record = _reference_record(raw) if cell.side == "reference" else raw
             return base | record | {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return base | {"status": "failed", "reason": stderr[-2000:]}
