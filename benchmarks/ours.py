@@ -50,7 +50,7 @@ def magrpo_builder(spec: dict, run_dir: str):
             **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
             args=args,
@@ -107,7 +107,7 @@ def ac_builder(spec: dict, run_dir: str):
             **(
                 {"critic_model": critic_dir(spec)} if extra.get("use_separate_critic", True) else {}
             ),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
             args=args,
@@ -147,7 +147,7 @@ def madpo_builder(spec: dict, run_dir: str):
             **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             args=args,
         )

@@ -46,7 +46,7 @@ def magrpo_builder(spec: dict):
             **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
             args=args,
@@ -96,7 +96,7 @@ def ac_builder(spec: dict):
             **(
                 {"critic_model": critic_dir(spec)} if extra.get("use_separate_critic", True) else {}
             ),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             external_transition=tasks.feedback_transition,
             args=args,
@@ -131,7 +131,7 @@ def madpo_builder(spec: dict):
             **trainer_sources(spec),
             num_agents=spec["num_agents"],
             train_dataset=tasks.dataset(num_items),
-            reward_func=tasks.length_ratio_reward,
+            reward_func=tasks.reward_for(spec),
             formatters=tasks.story_prompt,
             args=args,
         )

@@ -46,6 +46,18 @@ def _ratio_score(first: str, second: str) -> float:
     return math.exp(-(2.0 - ratio if ratio < 2.0 else ratio - 3.0))
 
 
+def length_reward(*completions) -> list[float]:
+    """One agent's reward in [0, 1]: its answer's length, capped at 200 characters (the
+    one-agent cells of the benchmarks, where no ratio exists)."""
+    return [min(len(c), 200) / 200 for c in completions[0]]
+
+
+def reward_for(spec: dict):
+    """The benchmarks' reward for the spec: the length ratio for two agents or more, the
+    length alone for one."""
+    return length_reward if spec.get("num_agents", 2) == 1 else length_ratio_reward
+
+
 def length_ratio_reward(*completions) -> list[float]:
     """One joint reward in [0, 1] per joint action, from one list of answers per agent.
 

@@ -25,8 +25,8 @@ from portable.measure import GenerateMeter, emit, environment, peak_rss_mib, see
 
 
 def _length_reward(completions, **_) -> list[float]:
-    """A length score in [0, 1]: the reward's cost is nil next to the model's."""
-    return [min(len(c), 200) / 200 for c in completions]
+    """The one-agent cells' reward (:func:`portable.tasks.length_reward`) in TRL's signature."""
+    return tasks.length_reward(completions)
 
 
 def _phases(model):
