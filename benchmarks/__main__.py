@@ -84,6 +84,10 @@ def main(argv=None) -> int:
         from benchmarks.adapters import main as adapters_main
 
         return adapters_main(argv[1:])
+    if argv[:1] == ["mixed_adapters"]:
+        from benchmarks.mixed_adapters import main as mixed_main
+
+        return mixed_main(argv[1:])
     if argv[:1] == ["refsuite"]:
         from benchmarks.refsuite import main as refsuite_main
 
