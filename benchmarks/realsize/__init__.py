@@ -8,7 +8,8 @@ downloaded):
   base with an adapter per agent, parameter sharing and gradient checkpointing; the reference
   1.4.3 on the same shapes; TRL's GRPOTrainer as the one-agent peer; and memory cells at the 1.5B shape. Peak RSS, and the step split
   into decode, scoring and backward+step. The run writes the table and
-  ``docs/images/realsize.png`` into docs/performance.md.
+  ``docs/images/realsize.png`` into docs/performance.md, and the per-option table of MAGRPO
+  into docs/real_models.md.
 - the scoring cells (:mod:`benchmarks.realsize.scoring`): the loss forward+backward of a
   4 x 8 x 128-token update at vocabulary 151,936, its peak above the model-and-optimizer floor.
 
@@ -17,6 +18,7 @@ downloaded):
     uv run --frozen python -m benchmarks realsize --missing           # cells not measured yet
     uv run --frozen python -m benchmarks realsize --scoring [CELL ...]
     uv run --frozen python -m benchmarks realsize --table             # the saved results
+    uv run --frozen python -m benchmarks realsize --docs              # rewrite the docs from them
 
 Results are merged into ``benchmarks/results/realsize.json``; cells not run are shown as not
 measured, never estimated.
@@ -71,6 +73,8 @@ def main(argv=None) -> int:
     p.add_argument("--scoring", nargs="*", default=None, choices=[*scoring.CELLS, "qwen05-scoring"],
                    help="run scoring cells instead (none named: the tiny-body ones)")  # fmt: skip
     p.add_argument("--table", action="store_true", help="print the saved results only")
+    p.add_argument("--docs", action="store_true",
+                   help="write the PNG and the docs blocks from the saved results, run nothing")  # fmt: skip
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per matrix cell")
     p.add_argument("--cell-child", choices=list(scoring.CELLS), help=argparse.SUPPRESS)
@@ -86,7 +90,10 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.cells or ()) - known)
     if unknown:
         p.error(f"--cells: unknown {unknown}; valid: {sorted(known)}")
-    if args.scoring is not None and not args.table:
+    if args.docs:
+        report.plot(results)
+        report.write_doc(results, "python -m benchmarks realsize")
+    elif args.scoring is not None and not args.table:
         names = args.scoring or list(scoring.DEFAULT_CELLS)
         names = [
             n for c in names for n in (scoring.QWEN05_CELLS if c == "qwen05-scoring" else (c,))

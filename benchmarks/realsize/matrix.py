@@ -99,6 +99,7 @@ def cells() -> list[Cell]:
         if not (option == "sharing" and n == 1)  # one agent shares with no one
     ]
     out += [Cell("qwen05", algo, n, "fp32", "reference") for algo in ALGORITHMS for n in (1, 2)]
+    out.append(Cell("qwen05", "magrpo", 8, "adapters"))  # the one option 8 agents fit in
     out += [Cell("qwen05", "magrpo", 1, option, "trl") for option in TRL_OPTIONS]
     out += [Cell("qwen15", "magrpo", n, o) for n in (1, 4) for o in ("fp32", "adapters")]
     return out

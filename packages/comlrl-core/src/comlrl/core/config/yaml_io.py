@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -32,6 +33,25 @@ class _StrictLoader(yaml.SafeLoader):
             if isinstance(key, Hashable):
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
+
+
+# PyYAML follows YAML 1.1, whose floats need a dot: "1e-5" and "3e-3" would load as strings, the
+# way learning rates are most often written. YAML 1.2's float syntax reads them as numbers.
+_FLOAT_1_2 = re.compile(
+    r"""^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?$
+    |^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$""",
+    re.X,
+)
+_StrictLoader.yaml_implicit_resolvers = {
+    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
+    for key, resolvers in _StrictLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+0123456789."))
+# Integers keep YAML 1.1's resolver, which is consulted first for digit-only text.
+for _first in "-+0123456789":
+    _StrictLoader.yaml_implicit_resolvers[_first].sort(
+        key=lambda pair: pair[0] != "tag:yaml.org,2002:int"
+    )
 
 
 def load_yaml(path: str) -> dict[str, Any]:
@@ -87,7 +107,7 @@ def parse_override(text: str, flag: str = "--set") -> tuple[list[str], Any]:
     if not path:
         raise UserError(f"{flag} has an empty key in {text!r}.")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise UserError(f"{flag} {key}: cannot parse value {raw!r}: {exc}") from exc
     return path, value
