@@ -117,9 +117,10 @@ def run(spec: dict) -> dict:
         trainer = BUILDERS[spec["workload"]](spec, run_dir)(spec["epochs"], spec["num_items"])
         load_seconds = time.perf_counter() - start
         loaded_gb = _rss_gb()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         trainer.train()
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
     backward_step = clock.seconds["backward"] + clock.seconds["step"]
     return {
         "status": "measured",
@@ -127,6 +128,9 @@ def run(spec: dict) -> dict:
         "loaded_rss_gb": loaded_gb,
         "load_seconds": load_seconds,
         "train_seconds": seconds,
+        # CPU seconds of every thread of the process: what the step costs when other work
+        # shares the machine and stretches its wall time.
+        "train_cpu_seconds": cpu_seconds,
         "decode_seconds": meter.seconds,
         "scoring_seconds": clock.seconds["scoring"],
         "backward_step_seconds": backward_step,

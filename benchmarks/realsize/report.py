@@ -29,12 +29,13 @@ def _seconds(record: dict, key: str) -> str:
 def _row(cell: Cell, record: dict | None) -> str:
     head = f"| {cell.name} |"
     if record is None:
-        return head + " not measured | | | | | |"
+        return head + " not measured | | | | | | |"
     if record["status"] != "measured":
         reason = record.get("reason", "").splitlines()[-1][:80] if record.get("reason") else ""
-        return head + f" {record['status']}: {reason} | | | | | |"
+        return head + f" {record['status']}: {reason} | | | | | | |"
     return head + (
         f" {record['peak_rss_gb']:.2f} | {_seconds(record, 'train_seconds')} | "
+        f"{_seconds(record, 'train_cpu_seconds')} | "
         f"{_seconds(record, 'decode_seconds')} | {_seconds(record, 'scoring_seconds')} | "
         f"{_seconds(record, 'backward_step_seconds')} | {_seconds(record, 'load_seconds')} |"
     )
@@ -43,9 +44,9 @@ def _row(cell: Cell, record: dict | None) -> str:
 def table(results: dict) -> str:
     """Every trainer cell, measured or not; times are seconds of the one-step ``train()``."""
     lines = [
-        "| cell | peak RSS (GB) | train (s) | decode (s) | scoring (s) | backward+step (s) "
-        "| load (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| cell | peak RSS (GB) | train (s) | train CPU (s) | decode (s) | scoring (s) "
+        "| backward+step (s) | load (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(cell, results.get(cell.name)) for cell in cells()]
     return "\n".join(lines) + "\n"
