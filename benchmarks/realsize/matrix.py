@@ -80,6 +80,8 @@ class Cell:
         p, n = parameter_count(SHAPES[self.shape]), self.agents
         if self.option == "adapters":
             total = 4 * p
+        elif self.option == "sharing" and self.algorithm == "madpo":
+            total = 16 * p  # MADPO's joint loss steps a shared model's optimizer once
         elif self.option == "sharing":
             total = 8 * p + 8 * p * n  # one model and its gradients, an AdamW state per agent
         else:
