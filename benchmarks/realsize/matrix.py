@@ -210,4 +210,7 @@ def run_cell(cell: Cell, threads: int, pythons: dict[str, Path], timeout: float)
             raw = json.loads(line[len(RESULT_PREFIX) :])
             record = _reference_record(raw) if cell.side == "reference" else raw
             return base | record | {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    return base | {"status": "failed", "reason": stderr[-2000:]}
+    reason = stderr[-2000:].strip()
+    if child.returncode < 0:  # killed without a word: the kernel's OOM killer, most often
+        reason = f"{reason}\nthe child was killed by signal {-child.returncode}".strip()
+    return base | {"status": "failed", "reason": reason or f"exit status {child.returncode}"}
