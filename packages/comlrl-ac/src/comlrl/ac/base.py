@@ -195,7 +195,7 @@ class ActorCriticTrainerBase(TrainerBase):
             for i in range(self.num_agents)
         ]
         attach_old_logps(self, per_agent)
-        with self.timed("values"):
+        with self.timing.phase("values"):
             values, aux = self._estimate_values(nodes)
         index = {id(n): j for j, n in enumerate(nodes)}
         children = self.tree_children(nodes, index)

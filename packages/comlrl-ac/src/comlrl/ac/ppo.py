@@ -66,8 +66,9 @@ def attach_old_logps(trainer: Any, per_agent: Sequence[Sequence[ValueGroup]]) ->
     for groups, rows in zip(per_agent, trainer.workers.map(run)):
         pos = 0
         for g in groups:
-            g.old_logps = rows[pos : pos + g.size]
-            pos += g.size
+            size = len(g.completion_ids)
+            g.old_logps = rows[pos : pos + size]
+            pos += size
 
 
 def advantage_divisors(trainer: Any, batch: Sequence[Row]) -> list[float]:

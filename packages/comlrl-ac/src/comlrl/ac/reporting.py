@@ -86,7 +86,7 @@ def drain_metrics(
         metrics[f"agent_{i}/explained_variance"] = explained_variance(
             values, [t for g in groups for t in g.targets]
         )
-    metrics.update(agent_reward_metrics((g.agent, g.turn, g.own_reward) for g in everything))
+    metrics.update(agent_reward_metrics([(g.agent, g.turn, g.own_reward) for g in everything]))
     metrics.update(stats)
     return metrics
 

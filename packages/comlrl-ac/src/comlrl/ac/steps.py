@@ -45,7 +45,7 @@ class StepLog:
 
 def completion_rows(groups: Sequence[ValueGroup]) -> list[Row]:
     """Every completion of ``groups`` as a row (its group, its index there), in order."""
-    return [(g, k) for g in groups for k in range(g.size)]
+    return [(g, k) for g in groups for k in range(len(g.completion_ids))]
 
 
 def actor_batches(
