@@ -91,3 +91,9 @@ def script_critic(trainer, values):
         trainer.values_of = lambda agent, rows: values[: len(rows)]
     else:
         trainer.values_of = lambda rows: values[: len(rows)]
+
+
+def flat(groups, field):
+    """Every completion's ``field`` (a per-completion list of the groups) over a buffer of
+    rollout groups, in order."""
+    return [v for g in groups for v in getattr(g, field)]

@@ -8,7 +8,7 @@ import torch
 
 from comlrl.core.loop import ItemBatch
 
-from .helpers import make_iac, make_maac, script_critic
+from .helpers import flat, make_iac, make_maac, script_critic
 
 GAMMA = 0.9
 ONE_ITEM = [{"prompt": "Write a story about a cat."}]
@@ -54,12 +54,11 @@ def test_iac_three_turns_by_hand(tmp_path, lam, separate):
     advantages, targets = BY_HAND[lam]
     for agent in range(2):
         buf = trainer.rollout_buffers[agent]
-        assert [s.turn_idx for s in buf] == [0, 1, 2]
-        assert [s.advantage for s in buf] == pytest.approx(advantages)
-        assert [s.value_target for s in buf] == pytest.approx(targets)
-        assert [s.metadata["value_target"] for s in buf] == [s.value_target for s in buf]
+        assert [g.turn for g in buf] == [0, 1, 2]
+        assert flat(buf, "advantages") == pytest.approx(advantages)
+        assert flat(buf, "targets") == pytest.approx(targets)
         # the last turn has nothing after it: exactly the TD(0) numbers, at any λ
-        assert buf[2].value_target == 2.0 and buf[2].advantage == 2.0 - 1.5
+        assert buf[2].targets == [2.0] and buf[2].advantages == [2.0 - 1.5]
 
 
 @pytest.mark.parametrize("lam", sorted(BY_HAND))
@@ -68,7 +67,7 @@ def test_maac_three_turns_by_hand(tmp_path, lam):
     advantages, targets = BY_HAND[lam]
     assert [s.target for s in trainer.critic_buffer] == pytest.approx(targets)
     for agent in range(2):
-        assert [s.advantage for s in trainer.rollout_buffers[agent]] == pytest.approx(advantages)
+        assert flat(trainer.rollout_buffers[agent], "advantages") == pytest.approx(advantages)
 
 
 @pytest.mark.parametrize("make", [make_iac, make_maac])
@@ -76,8 +75,8 @@ def test_terminated_early_trajectory(tmp_path, make):
     # reward 1.0 > 0.5 ends the episode after turn 2; δ = (0 + 0.9·1.0 - 0.5, 1.0 - 1.0)
     trainer = _scripted(tmp_path, make, [0.0, 1.0], gae_lambda=0.5, early_termination_threshold=0.5)
     buf = trainer.rollout_buffers[0]
-    assert [s.advantage for s in buf] == pytest.approx([0.4 + 0.45 * 0.0, 0.0])
-    assert [s.value_target for s in buf] == pytest.approx([0.9, 1.0])
+    assert flat(buf, "advantages") == pytest.approx([0.4 + 0.45 * 0.0, 0.0])
+    assert flat(buf, "targets") == pytest.approx([0.9, 1.0])
 
 
 def _weights(trainer):
@@ -118,12 +117,11 @@ def test_multi_turn_run_trains_with_gae(tmp_path, make):
     assert all(torch.isfinite(p).all() for p in after)
     # each agent's turn-1 advantage carries 0.9·0.95 of its turn-2 advantage
     for buf in seen["buffers"]:
-        by_item = {}
-        for s in buf:
-            by_item.setdefault(s.metadata["batch_item"]["prompt"], {})[s.turn_idx] = s
-        for turns in by_item.values():
-            first, second = turns[0], turns[1]
-            td = first.shaped_reward + 0.9 * second.old_value - first.old_value
-            assert first.advantage == pytest.approx(td + 0.9 * 0.95 * second.advantage)
-            assert first.value_target == pytest.approx(first.advantage + first.old_value)
-            assert math.isfinite(first.advantage)
+        # one completion per node: an item's turn 1 and turn 2 are consecutive groups
+        assert [g.turn for g in buf] == [0, 1] * (len(buf) // 2)
+        for first, second in zip(buf[::2], buf[1::2]):
+            (adv,), (adv2,) = first.advantages, second.advantages
+            td = first.rewards[0] + 0.9 * second.values[0] - first.values[0]
+            assert adv == pytest.approx(td + 0.9 * 0.95 * adv2)
+            assert first.targets[0] == pytest.approx(adv + first.values[0])
+            assert math.isfinite(adv)

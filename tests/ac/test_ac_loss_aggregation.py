@@ -24,7 +24,8 @@ def _trainer(mode, distributed=False, pooled=None):
 
 
 def _batch():
-    return [SimpleNamespace(completion_ids=[5] * n, old_logps=[0.0] * n) for n in LENGTHS]
+    """Rows (group, completion index) of two one-completion groups."""
+    return [(SimpleNamespace(completion_ids=[[5] * n], old_logps=[[0.0] * n]), 0) for n in LENGTHS]
 
 
 @pytest.mark.parametrize(

@@ -8,17 +8,18 @@ import torch
 
 from comlrl.ac import IACConfig, MAACConfig
 from comlrl.ac.ppo import actor_loss
-from comlrl.ac.samples import RolloutSample
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
+from comlrl.core.rollout.record import ValueGroup
 
 from .helpers import make_iac, make_maac
 
 
-def _sample(old):
-    return RolloutSample(
-        0, "p", "c", [1], [2] * len(old), 0.0, 0.0, 0.0, 0.0, 0.0, 0, old_logps=old
-    )
+def _row(old=None):
+    """A row (group, index) of a one-completion group; ``old`` its rollout log-probs."""
+    size = 2 if old is None else len(old)
+    group = ValueGroup(0, 0, 0, [1], [[2] * size], [0.0], old_logps=[] if old is None else [old])
+    return group, 0
 
 
 class _Args:
@@ -31,7 +32,7 @@ class _Args:
 def _grad(policy_loss):
     values = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -1.7, 0.0]], requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
-    batch = [_sample([-1.0, -2.0, -0.5]), _sample([-0.3, -1.7])]
+    batch = [_row([-1.0, -2.0, -0.5]), _row([-0.3, -1.7])]
     w = torch.tensor([0.75, -0.25])
     loss, metrics = actor_loss(_Args(policy_loss), TokenLogprobs(values, mask), w, batch)
     loss.backward()
@@ -51,7 +52,7 @@ def test_ratio_loss_at_the_rollout_policy_has_the_on_policy_gradient():
 
 def test_ratio_loss_without_rollout_logprobs_raises():
     values = torch.zeros(1, 2, requires_grad=True)
-    bare = RolloutSample(0, "p", "c", [1], [2, 3], 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+    bare = _row()
     with pytest.raises(ValueError, match="old_logps"):
         actor_loss(_Args("ppo"), TokenLogprobs(values, torch.ones(1, 2)), torch.ones(1), [bare])
 

@@ -18,8 +18,9 @@ from comlrl.ac.targets import (
     value_error,
 )
 from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout.record import ValueGroup
 
-from .helpers import make_iac, make_maac
+from .helpers import flat, make_iac, make_maac
 
 finite = st.floats(-100, 100, allow_nan=False)
 
@@ -104,66 +105,95 @@ def _iac(tmp_path, **cfg):
     return trainer, rows_seen
 
 
+def _two_turns(groups):
+    """The one-completion groups of a one-item, two-turn rollout, checked to be turns 1 and 2."""
+    first, second = groups
+    assert (first.turn, second.turn) == (0, 1) and first.size == second.size == 1
+    return first, second
+
+
 @pytest.mark.parametrize("separate", [True, False])
 def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
     trainer, rows_seen = _iac(tmp_path, separate=separate)
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     for agent, expected_v in V_IAC.items():
-        first, second = trainer.rollout_buffers[agent]
-        assert (first.turn_idx, second.turn_idx) == (0, 1)
+        first, second = _two_turns(trainer.rollout_buffers[agent])
         # V critic: one row per prompt (the history), never per sample
         rows = dict(rows_seen)[agent]
         assert rows == [first.prompt_ids, second.prompt_ids]
-        assert first.old_value == expected_v[0] and second.old_value == expected_v[1]
-        assert first.value_target == pytest.approx(REWARDS[0] + GAMMA * expected_v[1])
-        assert second.value_target == pytest.approx(REWARDS[1])
-        assert first.advantage == pytest.approx(REWARDS[0] + GAMMA * expected_v[1] - expected_v[0])
-        assert second.advantage == pytest.approx(REWARDS[1] - expected_v[1])
+        assert first.values == [expected_v[0]] and second.values == [expected_v[1]]
+        assert first.targets == pytest.approx([REWARDS[0] + GAMMA * expected_v[1]])
+        assert second.targets == pytest.approx([REWARDS[1]])
+        assert first.advantages == pytest.approx(
+            [REWARDS[0] + GAMMA * expected_v[1] - expected_v[0]]
+        )
+        assert second.advantages == pytest.approx([REWARDS[1] - expected_v[1]])
         # returns are logged undiscounted (expected_return, as in 1.4.3); targets discount
-        assert first.returns == pytest.approx(REWARDS[0] + REWARDS[1])
-        assert second.returns == pytest.approx(REWARDS[1])
-        assert first.metadata["value_target"] == first.value_target
+        assert first.returns == pytest.approx([REWARDS[0] + REWARDS[1]])
+        assert second.returns == pytest.approx([REWARDS[1]])
     # agent 0 by hand: 0.5 + 0.9*0.7 = 1.13, A = 0.83; turn 2: 1.0, A = 0.3
     a0 = trainer.rollout_buffers[0]
-    assert [s.value_target for s in a0] == pytest.approx([1.13, 1.0])
-    assert [s.advantage for s in a0] == pytest.approx([0.83, 0.3])
+    assert flat(a0, "targets") == pytest.approx([1.13, 1.0])
+    assert flat(a0, "advantages") == pytest.approx([0.83, 0.3])
+
+
+def test_the_callback_sees_the_critic_fields(tmp_path):
+    seen = []
+    trainer, _ = _iac(tmp_path)
+    trainer.metrics_callback = lambda samples: seen.extend(samples) or {}
+    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    assert [(s.agent_idx, s.turn_idx) for s in seen] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for s, g in zip(seen, [g for b in trainer.rollout_buffers for g in b]):
+        assert (s.prompt_ids, [s.completion_ids]) == (g.prompt_ids, g.completion_ids)
+        assert (s.old_value, s.value_target, s.advantage) == (
+            g.values[0],
+            g.targets[0],
+            g.advantages[0],
+        )
+        assert s.metadata["value_target"] == s.value_target and s.returns == g.returns[0]
+        assert s.reward == REWARDS[s.turn_idx] and s.reference_kl is None
 
 
 def test_iac_q_critic_reads_history_and_action(tmp_path):
     trainer, rows_seen = _iac(tmp_path, critic_type="q")
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
-    first, second = trainer.rollout_buffers[0]
+    first, second = _two_turns(trainer.rollout_buffers[0])
     assert dict(rows_seen)[0] == [
-        first.prompt_ids + first.completion_ids,
-        second.prompt_ids + second.completion_ids,
+        first.prompt_ids + first.completion_ids[0],
+        second.prompt_ids + second.completion_ids[0],
     ]
-    assert first.value_target == pytest.approx(0.5 + GAMMA * 0.7)
+    assert first.targets == pytest.approx([0.5 + GAMMA * 0.7])
 
 
 def test_early_termination_ends_the_bootstrap(tmp_path):
     trainer, _ = _iac(tmp_path, early_termination_threshold=0.4)
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (only,) = trainer.rollout_buffers[0]
-    assert only.value_target == pytest.approx(0.5)
-    assert only.advantage == pytest.approx(0.5 - 0.3)
+    assert only.targets == pytest.approx([0.5])
+    assert only.advantages == pytest.approx([0.5 - 0.3])
 
 
 def test_reference_kl_shapes_the_targets(tmp_path, monkeypatch):
-    import comlrl.ac.base as base
+    import comlrl.core.rewards.shaping as shaping
 
-    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad, **_: [2.0] * len(p))
+    monkeypatch.setattr(shaping, "sequence_kl", lambda policy, ref, p, c, pad, **_: [2.0] * len(p))
     trainer, _ = _iac(tmp_path, reference_kl_enabled=True, reference_kl_coef=0.1)
+    seen = []
+    trainer.metrics_callback = lambda samples: seen.extend(samples) or {}
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
-    first, second = trainer.rollout_buffers[0]
-    assert first.reward == 0.5 and first.reference_kl == 2.0
-    assert first.value_target == pytest.approx(0.5 - 0.2 + GAMMA * 0.7)
-    assert second.value_target == pytest.approx(1.0 - 0.2)
-    assert first.returns == pytest.approx(0.3 + 0.8)  # undiscounted, as logged
-    assert first.metadata["reference_kl_penalty"] == pytest.approx(0.2)
+    first, second = _two_turns(trainer.rollout_buffers[0])
+    assert first.rewards == pytest.approx([0.5 - 0.2]) and first.kls == [2.0]
+    assert first.targets == pytest.approx([0.5 - 0.2 + GAMMA * 0.7])
+    assert second.targets == pytest.approx([1.0 - 0.2])
+    assert first.returns == pytest.approx([0.3 + 0.8])  # undiscounted, as logged
+    view = seen[0]
+    assert view.reward == 0.5 and view.reference_kl == 2.0
+    assert view.shaped_reward == pytest.approx(0.3)
+    assert view.metadata["reference_kl_penalty"] == pytest.approx(0.2)
 
 
 def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
-    import comlrl.ac.base as base
+    import comlrl.core.rewards.shaping as shaping
 
     trainer = make_maac(
         tmp_path,
@@ -184,7 +214,7 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
 
     trainer.values_of = values_of
     kls = iter([[1.0, 1.0], [3.0, 3.0]])  # one call per agent: its KL at turn 1 and turn 2
-    monkeypatch.setattr(base, "sequence_kl", lambda policy, ref, p, c, pad, **_: next(kls))
+    monkeypatch.setattr(shaping, "sequence_kl", lambda policy, ref, p, c, pad, **_: next(kls))
     trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (rows,) = joint_rows
     first_joint, second_joint = trainer.critic_buffer
@@ -194,12 +224,12 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
     # agent 0 has KL 1 on both turns, agent 1 has KL 3: the critic uses the mean (2)
     assert first_joint.target == pytest.approx(0.5 - 0.2 + GAMMA * 0.7)
     assert second_joint.target == pytest.approx(1.0 - 0.2)
-    a0 = trainer.rollout_buffers[0]
-    a1 = trainer.rollout_buffers[1]
-    assert a0[0].advantage == pytest.approx(0.5 - 0.1 + GAMMA * 0.7 - 0.3)
-    assert a1[0].advantage == pytest.approx(0.5 - 0.3 + GAMMA * 0.7 - 0.3)
-    assert a0[1].advantage == pytest.approx(1.0 - 0.1 - 0.7)
-    assert a0[0].old_value == a1[0].old_value == 0.3
+    a0 = flat(trainer.rollout_buffers[0], "advantages")
+    a1 = flat(trainer.rollout_buffers[1], "advantages")
+    assert a0[0] == pytest.approx(0.5 - 0.1 + GAMMA * 0.7 - 0.3)
+    assert a1[0] == pytest.approx(0.5 - 0.3 + GAMMA * 0.7 - 0.3)
+    assert a0[1] == pytest.approx(1.0 - 0.1 - 0.7)
+    assert trainer.rollout_buffers[0][0].values == trainer.rollout_buffers[1][0].values == [0.3]
 
 
 def test_maac_q_critic_sees_the_joint_action(tmp_path):
@@ -209,24 +239,23 @@ def test_maac_q_critic_sees_the_joint_action(tmp_path):
     assert len(joint) == 2  # two generations, one joint action each
     text = trainer.tokenizers[0].decode(joint[0].input_ids)
     assert "[Joint Action]" in text and "[Agent 1 action]\n" in text
+    (group,) = trainer.rollout_buffers[0]
     assert joint[0].input_ids != joint[1].input_ids or (
-        trainer.rollout_buffers[0][0].completion == trainer.rollout_buffers[0][1].completion
+        group.completion_ids[0] == group.completion_ids[1]
     )
 
 
 def test_advantages_are_normalized_per_turn_group(tmp_path):
-    from comlrl.ac.samples import RolloutSample
-
     trainer = make_iac(tmp_path)
 
-    def s(turn, adv):
-        return RolloutSample(0, "p", "c", [1], [2], 0.0, 0.0, adv, 0.0, adv, turn)
+    def g(turn, advs):
+        return ValueGroup(0, turn, turn, [1], [[2]] * len(advs), [0.0] * len(advs), advantages=advs)
 
-    samples = [s(0, 1.0), s(0, 3.0), s(1, 10.0), s(1, 30.0), s(1, 20.0)]
-    batches = actor_batches(trainer, samples, random.Random(0))
+    groups = [g(0, [1.0, 3.0]), g(1, [10.0, 30.0, 20.0])]
+    batches = actor_batches(trainer, groups, random.Random(0))
     by_turn = {}
     for batch, advs in batches:
-        for sample, adv in zip(batch, advs):
-            by_turn.setdefault(sample.turn_idx, {})[sample.advantage] = adv
+        for (group, k), adv in zip(batch, advs):
+            by_turn.setdefault(group.turn, {})[group.advantages[k]] = adv
     assert by_turn[0] == pytest.approx({1.0: -1.0, 3.0: 1.0})
     assert by_turn[1][20.0] == pytest.approx(0.0) and by_turn[1][30.0] > 1.0

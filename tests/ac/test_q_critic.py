@@ -7,7 +7,7 @@ import pytest
 from comlrl.ac.targets import bootstrap_value, q_advantages
 from comlrl.core.loop import ItemBatch
 
-from .helpers import make_iac, make_maac, script_critic
+from .helpers import flat, make_iac, make_maac, script_critic
 
 REWARDS = [1.0, 0.0]  # the two answers of one prompt
 
@@ -33,7 +33,7 @@ def _answers(tmp_path, make, values, **cfg):
 def test_v_critic_gives_plus_minus_half(tmp_path, make):
     trainer = _answers(tmp_path, make, [0.5])
     for buf in trainer.rollout_buffers:
-        assert [s.advantage for s in buf] == pytest.approx([0.5, -0.5])
+        assert flat(buf, "advantages") == pytest.approx([0.5, -0.5])
 
 
 @pytest.mark.parametrize("make", [make_iac, make_maac])
@@ -41,9 +41,9 @@ def test_an_accurate_q_critic_gives_the_same_signal(tmp_path, make):
     # Q(h, a1) = 1, Q(h, a2) = 0: the TD error r - Q is 0 for both answers; Q - V is ±0.5
     trainer = _answers(tmp_path, make, list(REWARDS), critic_type="q")
     for buf in trainer.rollout_buffers:
-        assert [s.advantage for s in buf] == pytest.approx([0.5, -0.5])
+        assert flat(buf, "advantages") == pytest.approx([0.5, -0.5])
         # the critic still learns Q from the observed rewards
-        assert [s.value_target for s in buf] == pytest.approx(REWARDS)
+        assert flat(buf, "targets") == pytest.approx(REWARDS)
 
 
 def test_q_advantages_by_hand():

@@ -74,9 +74,10 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
 
     def spied(args, logps, weighted, batch):
         if not gaps:  # the run's first actor step: still at the rollout policy
-            for r, s in enumerate(batch):
-                n = len(s.completion_ids)
-                gaps.append((logps.values[r, :n].detach() - torch.tensor(s.old_logps)).abs().max())
+            for r, (g, k) in enumerate(batch):
+                n = len(g.completion_ids[k])
+                old = torch.tensor(g.old_logps[k])
+                gaps.append((logps.values[r, :n].detach() - old).abs().max())
         return original(args, logps, weighted, batch)
 
     monkeypatch.setattr(steps, "actor_loss", spied)

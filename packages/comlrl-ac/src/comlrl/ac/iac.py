@@ -20,8 +20,7 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
-from comlrl.ac.ppo import actor_loss, advantage_divisors
-from comlrl.ac.samples import RolloutSample
+from comlrl.ac.ppo import Row, actor_loss, advantage_divisors
 from comlrl.ac.steps import StepLog, critic_step, policy_step, update_batches
 from comlrl.ac.targets import spread_values, value_error
 from comlrl.ac.values import (
@@ -39,6 +38,7 @@ from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
+from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.train_step import Target, train_step
 
@@ -147,11 +147,12 @@ class IACTrainer(ActorCriticTrainerBase):
             return critic.backbone, critic.value_head
         return backbone_of(self.agents[agent]), self.value_heads[agent]
 
-    def _value_row(self, s: RolloutSample) -> list[int]:
+    def _value_row(self, row: Row) -> list[int]:
         """What the critic reads: the history (V) or history plus action (Q)."""
+        g, k = row
         if self.args.uses_q_critic:
-            return list(s.prompt_ids) + list(s.completion_ids)
-        return list(s.prompt_ids)
+            return list(g.prompt_ids) + list(g.completion_ids[k])
+        return list(g.prompt_ids)
 
     def values_of(self, agent: int, rows: list[list[int]]) -> list[float]:
         """Agent ``agent``'s critic estimates at the last token of each row (no gradients)."""
@@ -193,7 +194,7 @@ class IACTrainer(ActorCriticTrainerBase):
         return self.workers.map(run), None
 
     # ------------------------------------------------------------------ updates
-    def _update(self, buffers: list[list[RolloutSample]], joint: list) -> dict[str, float]:
+    def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
         # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
         seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
         stats = self.workers.map(
@@ -204,14 +205,14 @@ class IACTrainer(ActorCriticTrainerBase):
             metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
         return metrics
 
-    def _update_agent(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
+    def _update_agent(self, agent: int, groups: list[ValueGroup], seed: int) -> dict:
         rng = random.Random(seed)
         log = StepLog("actor_loss", "critic_loss", "grad_norm")
         backbone, head = self._value_modules(agent)
         for module in (self.agents[agent], backbone, head):
             module.train()
         pad = self.tokenizers[agent].pad_token_id
-        for batch, advs in update_batches(self, samples, rng):
+        for batch, advs in update_batches(self, groups, rng):
             if self.separate_critics:
                 result = policy_step(self, agent, batch, advs)
                 if result is not None:
@@ -220,9 +221,9 @@ class IACTrainer(ActorCriticTrainerBase):
                     self,
                     self.critics[agent],
                     self.critic_optimizers[agent],
-                    [self._value_row(s) for s in batch],
-                    [s.value_target for s in batch],
-                    [s.old_value for s in batch],
+                    [self._value_row(row) for row in batch],
+                    [g.targets[k] for g, k in batch],
+                    [g.values[k] for g, k in batch],
                     pad,
                     f"agent {agent}",
                 )
@@ -235,7 +236,7 @@ class IACTrainer(ActorCriticTrainerBase):
                     log.add({"actor_loss": actor, "critic_loss": err, "grad_norm": norm, **ratio})
         return log.means()
 
-    def _shared_step(self, agent: int, batch: list[RolloutSample], advs: list[float]):
+    def _shared_step(self, agent: int, batch: list[Row], advs: list[float]):
         """One step on ``L_π + value_loss_coef · L_V`` where log-probs and values come from the
         same forward of the actor."""
         a = self.args
@@ -243,7 +244,7 @@ class IACTrainer(ActorCriticTrainerBase):
         opt = self.agent_optimizers[agent]
         pad = self.tokenizers[agent].pad_token_id
         value_at = "sequence_end" if a.uses_q_critic else "prompt_end"
-        lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in batch]
+        lengths = [len(g.prompt_ids) + len(g.completion_ids[k]) for g, k in batch]
         size = len(batch)
         divisors = advantage_divisors(self, batch)
 
@@ -251,8 +252,8 @@ class IACTrainer(ActorCriticTrainerBase):
             lp, values = logprobs_and_values(
                 model,
                 head,
-                [batch[j].prompt_ids for j in idx],
-                [batch[j].completion_ids for j in idx],
+                [batch[j][0].prompt_ids for j in idx],
+                [batch[j][0].completion_ids[batch[j][1]] for j in idx],
                 pad,
                 value_at,
                 temperature=a.temperature,
@@ -261,11 +262,10 @@ class IACTrainer(ActorCriticTrainerBase):
             w = torch.tensor(
                 [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=device
             )
-            t = torch.tensor(
-                [batch[j].value_target for j in idx], dtype=values.dtype, device=device
-            )
-            o = torch.tensor([batch[j].old_value for j in idx], dtype=values.dtype, device=device)
-            policy_loss, metrics = actor_loss(a, lp, w, [batch[j] for j in idx])
+            rows = [batch[j] for j in idx]
+            t = torch.tensor([g.targets[k] for g, k in rows], dtype=values.dtype, device=device)
+            o = torch.tensor([g.values[k] for g, k in rows], dtype=values.dtype, device=device)
+            policy_loss, metrics = actor_loss(a, lp, w, rows)
             err = value_error(values, t, o, a.value_clip_range)
             loss = policy_loss + a.value_loss_coef * err.sum() / size
             parts = {"actor_sum": policy_loss.item(), "error_sum": err.detach().sum().item()}

@@ -30,7 +30,7 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
-from comlrl.ac.samples import JointSample, RolloutSample
+from comlrl.ac.samples import JointSample
 from comlrl.ac.steps import StepLog, critic_step, mean_or_nan, policy_step, update_batches
 from comlrl.ac.targets import (
     bootstrap_value,
@@ -49,6 +49,7 @@ from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
+from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 
 
@@ -183,7 +184,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         values = spread_values(flat, [len(node.joint_actions) for node in nodes], bool(q))
         return values, ids_per_node
 
-    def _joint_samples(self, nodes, index, samples, values, aux) -> list[list[JointSample]]:
+    def _joint_samples(self, nodes, index, per_agent, values, aux) -> list[list[JointSample]]:
         """The critic's target uses the joint reward, shaped by the agents' mean reference KL
         (each actor's own advantage is shaped by its own KL); with ``gae_lambda`` > 0 it is the
         λ-return of those joint rewards. With per-agent rewards there is one joint sample per
@@ -198,12 +199,12 @@ class MAACTrainer(ActorCriticTrainerBase):
                 child = self._child(node, k)
                 for a, ids in enumerate(aux):
                     if len(aux) > 1:
-                        reward = samples[a][j][k].shaped_reward
+                        reward = per_agent[a][j].rewards[k]
                     else:
                         reward = float(node.rewards[k])
-                        kls = [samples[i][j][k].reference_kl for i in range(self.num_agents)]
-                        if all(kl is not None for kl in kls):
-                            reward -= coef * float(np.mean(kls))
+                        groups = [per_agent[i][j] for i in range(self.num_agents)]
+                        if all(g.kls for g in groups):
+                            reward -= coef * float(np.mean([g.kls[k] for g in groups]))
                     next_value = None
                     if child is not None:
                         next_value = bootstrap_value(values[a][index[id(child)]], q)
@@ -235,7 +236,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         return self.rollout_buffer.joint
 
     # ------------------------------------------------------------------ updates
-    def _update(self, buffers: list[list[RolloutSample]], joint: list) -> dict[str, float]:
+    def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
         seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents + 1)]
         stats = self.workers.map(
             lambda i, arg: self._update_actor(i, *arg), list(zip(buffers, seeds[:-1]))
@@ -255,11 +256,11 @@ class MAACTrainer(ActorCriticTrainerBase):
         )
         return metrics
 
-    def _update_actor(self, agent: int, samples: list[RolloutSample], seed: int) -> dict:
+    def _update_actor(self, agent: int, groups: list[ValueGroup], seed: int) -> dict:
         rng = random.Random(seed)
         self.agents[agent].train()
         log = StepLog("actor_loss", "grad_norm")
-        for batch, advs in update_batches(self, samples, rng):
+        for batch, advs in update_batches(self, groups, rng):
             result = policy_step(self, agent, batch, advs)
             if result is not None:
                 log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})

@@ -11,10 +11,13 @@ from typing import Any
 
 import torch
 
-from comlrl.ac.samples import RolloutSample
 from comlrl.core import algos
 from comlrl.core.logprobs import TokenLogprobs, score
 from comlrl.core.ratio import padded_rows
+from comlrl.core.rollout.record import ValueGroup
+
+# One completion of the buffer in an update: its group and its index there.
+Row = tuple[ValueGroup, int]
 
 
 def policy_loss_of(args: Any) -> Callable:
@@ -28,25 +31,26 @@ def uses_ratio(args: Any) -> bool:
     return bool(getattr(policy_loss_of(args), "needs_old_logps", False))
 
 
-def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSample]]]) -> None:
-    """Fill every sample's ``old_logps`` with its completion's per-token log-probs under the
+def attach_old_logps(trainer: Any, per_agent: Sequence[Sequence[ValueGroup]]) -> None:
+    """Fill every group's ``old_logps`` with its completions' per-token log-probs under the
     agent's current (rollout) policy, without gradients, when the ratio loss is on.
 
-    ``samples`` is ``[agent][node][action]``. The actors are scored in eval mode (no dropout),
+    ``per_agent`` is ``[agent][node]``. The actors are scored in eval mode (no dropout),
     the mode their rollout sampled in, and left in the mode they were in."""
     if not uses_ratio(trainer.args):
         return
 
     def run(i: int, _arg) -> list[list[float]]:
-        flat = [s for per_node in samples[i] for s in per_node]
+        groups = per_agent[i]
+        comps = [c for g in groups for c in g.completion_ids]
         model = trainer.agents[i]
         was = model.training
         model.eval()
         try:
             lp = score(
                 model,
-                [s.prompt_ids for s in flat],
-                [s.completion_ids for s in flat],
+                [g.prompt_ids for g in groups for _ in g.completion_ids],
+                comps,
                 pad_id=trainer.tokenizers[i].pad_token_id,
                 max_tokens=trainer.args.logprob_max_tokens,
                 # the update's kernel, so that at the rollout policy the ratios are 1 to the bit
@@ -57,15 +61,17 @@ def attach_old_logps(trainer: Any, samples: Sequence[Sequence[Sequence[RolloutSa
             )
         finally:
             model.train(was)
-        return [row[: len(s.completion_ids)] for row, s in zip(lp.values.tolist(), flat)]
+        return [row[: len(c)] for row, c in zip(lp.values.tolist(), comps)]
 
-    for i, rows in enumerate(trainer.workers.map(run)):
-        flat = [s for per_node in samples[i] for s in per_node]
-        for s, row in zip(flat, rows):
-            s.old_logps = row
+    for groups, rows in zip(per_agent, trainer.workers.map(run)):
+        pos = 0
+        for g in groups:
+            size = len(g.completion_ids)
+            g.old_logps = rows[pos : pos + size]
+            pos += size
 
 
-def advantage_divisors(trainer: Any, batch: Sequence[RolloutSample]) -> list[float]:
+def advantage_divisors(trainer: Any, batch: Sequence[Row]) -> list[float]:
     """What each row's advantage is divided by in the actor's loss (``loss_aggregation``):
     the mini-batch size (``sum``), times the row's completion length (``sequence_mean``), or
     the mini-batch's completion tokens (``token_mean``; under several processes every rank's
@@ -74,7 +80,7 @@ def advantage_divisors(trainer: Any, batch: Sequence[RolloutSample]) -> list[flo
     size = len(batch)
     if mode == "sum":
         return [size] * size
-    lengths = [max(1, len(s.completion_ids)) for s in batch]
+    lengths = [max(1, len(g.completion_ids[k])) for g, k in batch]
     if mode == "sequence_mean":
         return [size * n for n in lengths]
     tokens = float(sum(lengths))
@@ -87,13 +93,13 @@ def actor_loss(
     args: Any,
     logps: TokenLogprobs,
     weighted_advantages: torch.Tensor,
-    batch: Sequence[RolloutSample],
+    batch: Sequence[Row],
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The actor's loss over one micro-batch and its metrics.
 
     ``weighted_advantages`` holds each row's advantage already divided by its
     :func:`advantage_divisors`, so every row weighs 1 in the registered loss (the on-policy
-    loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows' samples (their
+    loss is ``-sum_b w_b · sum_t log pi(y_b,t)``); ``batch`` the rows (their groups'
     ``old_logps`` feed a ratio loss). The loss lies on the device of ``weighted_advantages``.
     With ``ppo`` at the rollout policy every ratio is 1 and the gradient is exactly the
     on-policy one; the logged value is then the surrogate's."""
@@ -102,14 +108,14 @@ def actor_loss(
     device = logps.values.device
     old = None
     if getattr(fn, "needs_old_logps", False):
-        missing = [j for j, s in enumerate(batch) if s.old_logps is None]
+        missing = [j for j, (g, _) in enumerate(batch) if not g.old_logps]
         if missing:
             raise ValueError(
                 f"policy_loss={args.policy_loss!r} needs each sample's rollout log-probs "
                 f"(old_logps), but {len(missing)} of {len(batch)} samples have none; they are "
                 "taken at rollout when a ratio loss is set before the buffer fills."
             )
-        old = padded_rows([s.old_logps for s in batch], logps.values.shape[1], device)
+        old = padded_rows([g.old_logps[k] for g, k in batch], logps.values.shape[1], device)
     ones = torch.ones(len(batch), dtype=torch.float32, device=device)
     loss, metrics = fn(logps, old, w.to(device), ones, args)
     return loss.to(w.device), metrics

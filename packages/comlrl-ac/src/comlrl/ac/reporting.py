@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from comlrl.ac.samples import Episode, RolloutSample
+from comlrl.ac.samples import RolloutSample, sample_views
 from comlrl.ac.targets import explained_variance, mean_std
 from comlrl.core import evaluation
 from comlrl.core.rewards.report import agent_reward_metrics
+from comlrl.core.rollout.record import ValueGroup
+from comlrl.core.rollout.tree import TreeNode, compute_returns
 from comlrl.core.trainer import TrainerBase
 
 # What the actor-critic trainers add to the run description logged to W&B.
@@ -24,12 +26,14 @@ RUN_CONFIG_KEYS = TrainerBase.run_config_keys + (
 )
 
 
-def episode_metrics(metrics_callback, episode: Episode) -> dict[str, float] | None:
-    """``metrics_callback``'s metrics of one episode (logged when it enters the buffer)."""
+def episode_metrics(
+    metrics_callback, nodes: list[TreeNode], per_agent: list[list[ValueGroup]]
+) -> dict[str, float] | None:
+    """``metrics_callback``'s metrics of one episode (logged when it enters the buffer):
+    ``nodes`` are the item's tree nodes, ``per_agent[i][j]`` agent i's group at ``nodes[j]``."""
     if metrics_callback is None:
         return None
-    flat = [s for per_agent in episode.samples for s in per_agent]
-    return callback_metrics(metrics_callback, flat) or None
+    return callback_metrics(metrics_callback, sample_views(nodes, per_agent)) or None
 
 
 def callback_metrics(metrics_callback, samples: list[RolloutSample]) -> dict[str, float]:
@@ -53,43 +57,36 @@ def callback_metrics(metrics_callback, samples: list[RolloutSample]) -> dict[str
 
 
 def drain_metrics(
-    args, buffers: list[list[RolloutSample]], stats: dict[str, float]
+    args, buffers: list[list[ValueGroup]], stats: dict[str, float]
 ) -> dict[str, float]:
     """The training record of one drained buffer: per-turn rewards, returns and KL, per-agent
     values, advantages and explained variance, per-agent rewards, and the update's ``stats``."""
     a = args
-    everything = [s for b in buffers for s in b]
+    everything = [g for b in buffers for g in b]
     metrics: dict[str, float] = {}
-    for turn in sorted({s.turn_idx for s in everything}):
-        group = [s for s in everything if s.turn_idx == turn]
-        first = [s for s in buffers[0] if s.turn_idx == turn]
+    for turn in sorted({g.turn for g in everything}):
+        group = [g for g in everything if g.turn == turn]
+        first = [g for g in buffers[0] if g.turn == turn]
         t = turn + 1
-        metrics[f"turn_{t}/reward_mean"] = float(
-            np.mean([s.metadata.get("joint_reward", s.reward) for s in first])
-        )
-        metrics[f"turn_{t}/expected_return"] = float(np.mean([s.returns for s in group]))
+        metrics[f"turn_{t}/reward_mean"] = float(np.mean([g.node_reward for g in first]))
+        metrics[f"turn_{t}/expected_return"] = float(np.mean([r for g in group for r in g.returns]))
         if a.reference_kl_enabled:
-            kls = [s.reference_kl for s in group if s.reference_kl is not None]
+            kls = [kl for g in group for kl in g.kls]
             if kls:
                 metrics[f"turn_{t}/reference_kl_mean"] = float(np.mean(kls))
                 metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
                     np.mean(kls)
                 )
-    for i, samples in enumerate(buffers):
-        advs = [float(s.advantage) for s in samples]
-        adv_mean, adv_std = mean_std(advs)
-        metrics[f"agent_{i}/value_mean"] = float(np.mean([s.old_value for s in samples]))
+    for i, groups in enumerate(buffers):
+        values = [v for g in groups for v in g.values]
+        adv_mean, adv_std = mean_std([x for g in groups for x in g.advantages])
+        metrics[f"agent_{i}/value_mean"] = float(np.mean(values))
         metrics[f"agent_{i}/advantage_mean"] = adv_mean
         metrics[f"agent_{i}/advantage_std"] = adv_std
         metrics[f"agent_{i}/explained_variance"] = explained_variance(
-            [s.old_value for s in samples], [s.value_target for s in samples]
+            values, [t for g in groups for t in g.targets]
         )
-    metrics.update(
-        agent_reward_metrics(
-            (s.agent_idx, s.turn_idx, s.reward if "joint_reward" in s.metadata else None)
-            for s in everything
-        )
-    )
+    metrics.update(agent_reward_metrics([(g.agent, g.turn, g.own_reward) for g in everything]))
     metrics.update(stats)
     return metrics
 
@@ -102,10 +99,10 @@ def evaluation_metrics(trainer, items: list[dict]) -> dict[str, float]:
         return metrics
     per_item: dict[str, list[float]] = {}
     for root in roots:
-        nodes = list(root.walk())
-        samples = trainer._tree_samples(nodes, with_kl=False)
-        flat = [s for per_agent in samples for per_node in per_agent for s in per_node]
-        for key, value in callback_metrics(trainer.metrics_callback, flat).items():
+        # The callback's returns are the undiscounted reward-to-go, as in training.
+        compute_returns(root, 1.0)
+        views = sample_views(list(root.walk()))
+        for key, value in callback_metrics(trainer.metrics_callback, views).items():
             per_item.setdefault(key, []).append(value)
     metrics.update({f"eval/{k}": float(np.mean(v)) for k, v in per_item.items()})
     return metrics

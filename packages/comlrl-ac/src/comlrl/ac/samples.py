@@ -1,14 +1,19 @@
-"""Buffered training samples of the actor-critic family."""
+"""What the actor-critic family hands out per sample: the ``metrics_callback``'s view of each
+completion (CoMLRL 1.4.3's ``RolloutSample``), MAAC's joint samples, and the trainer inputs.
+
+The family trains on core's rollout record (:class:`comlrl.core.rollout.record.ValueGroup`);
+a ``RolloutSample`` is built from a tree node and its groups only when a callback asks.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.core.inputs import TrainerInputs
-
-# Metadata keys that hold user objects (dataset rows); they are for callbacks, not checkpoints.
-_TRANSIENT_METADATA = ("batch_item",)
+from comlrl.core.rollout.record import ValueGroup
+from comlrl.core.rollout.tree import TreeNode
 
 
 @dataclass
@@ -49,16 +54,66 @@ class RolloutSample:
         """The reward after the reference-KL penalty (the reward itself when KL is off)."""
         return float(self.metadata.get("shaped_reward", self.reward))
 
-    def to_state(self) -> dict[str, Any]:
-        """Plain data for checkpoints (dataset rows in ``metadata`` are left out)."""
-        state = dict(self.__dict__)
-        state["metadata"] = {k: v for k, v in self.metadata.items() if k not in _TRANSIENT_METADATA}
-        return state
 
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> RolloutSample:
-        """Inverse of :meth:`to_state`."""
-        return cls(**state)
+def sample_views(
+    nodes: Sequence[TreeNode], per_agent: Sequence[Sequence[ValueGroup]] | None = None
+) -> list[RolloutSample]:
+    """The samples of ``nodes`` (one item's tree) as ``metrics_callback`` gets them: agent by
+    agent, then node by node, then joint action by joint action.
+
+    ``per_agent[i][j]`` is agent ``i``'s group at ``nodes[j]``; it supplies the critic's fields,
+    the KL and the returns. Without it (evaluation: no critic, no KL) the returns are the
+    tree's own."""
+    out = []
+    agents = len(nodes[0].samples) if nodes else 0
+    for i in range(agents):
+        for j, node in enumerate(nodes):
+            group = per_agent[i][j] if per_agent is not None else None
+            for a, action in enumerate(node.joint_actions):
+                out.append(_view(node, a, i, action[i], group))
+    return out
+
+
+def _view(node: TreeNode, action: int, agent: int, k: int, group: ValueGroup | None):
+    ps = node.samples[agent]
+    reward = float(node.reward_of(action, agent))
+    metadata: dict[str, Any] = {"turn_idx": node.turn, "generation_idx": k, "batch_item": node.item}
+    if node.per_agent:
+        # the joint action's shared (mean) reward, for the logged turn reward_mean
+        metadata["joint_reward"] = float(node.rewards[action])
+    sample = RolloutSample(
+        agent_idx=agent,
+        prompt=node.prompts[agent],
+        completion=ps.texts[k],
+        prompt_ids=list(ps.prompt_ids),
+        completion_ids=list(ps.completion_ids[k]),
+        reward=reward,
+        returns=float(node.return_of(action, agent)),
+        advantage=None,
+        old_value=None,
+        value_target=None,
+        turn_idx=node.turn,
+        generation_idx=k,
+        env_step=node.env_step,
+        metadata=metadata,
+    )
+    if group is None:
+        return sample
+    sample.returns = group.returns[k]
+    sample.advantage = group.advantages[k]
+    sample.old_value = group.values[k]
+    sample.value_target = metadata["value_target"] = group.targets[k]
+    if group.kls:
+        sample.reference_kl = group.kls[k]
+        metadata.update(
+            reference_kl=group.kls[k],
+            reference_kl_penalty=node.penalties[action][agent],
+            environment_reward=reward,
+            shaped_reward=group.rewards[k],
+        )
+    if group.old_logps:
+        sample.old_logps = group.old_logps[k]
+    return sample
 
 
 @dataclass
@@ -80,16 +135,6 @@ class JointSample:
     def from_state(cls, state: dict[str, Any]) -> JointSample:
         """Inverse of :meth:`to_state`."""
         return cls(**state)
-
-
-@dataclass
-class Episode:
-    """Everything one dataset item produced: each agent's samples in env order, and (MAAC) the
-    joint samples of the centralized critic."""
-
-    samples: list[list[RolloutSample]]
-    joint: list[JointSample] = field(default_factory=list)
-    env_step: int = 0
 
 
 @dataclass

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from comlrl.ac.ppo import actor_loss, advantage_divisors
-from comlrl.ac.samples import RolloutSample
+from comlrl.ac.ppo import Row, actor_loss, advantage_divisors
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
 from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches, score_parts
 from comlrl.core.logprobs.budget import token_budget
+from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.train_step import Target, train_step
 
 
@@ -43,29 +43,37 @@ class StepLog:
         return {key: mean_or_nan(values) for key, values in self.values.items()}
 
 
+def completion_rows(groups: Sequence[ValueGroup]) -> list[Row]:
+    """Every completion of ``groups`` as a row (its group, its index there), in order."""
+    return [(g, k) for g in groups for k in range(len(g.completion_ids))]
+
+
 def actor_batches(
-    trainer, samples: list[RolloutSample], rng: random.Random
-) -> list[tuple[list[RolloutSample], list[float]]]:
-    """Mini-batches of (samples, advantages): advantages are z-scored within each turn
-    group of the buffer, then each group is shuffled and cut into ``train_batch_size``."""
+    trainer, groups: list[ValueGroup], rng: random.Random
+) -> list[tuple[list[Row], list[float]]]:
+    """Mini-batches of (rows, advantages) over the completions of ``groups``: advantages are
+    z-scored within each turn of the buffer, then each turn is shuffled and cut into
+    ``train_batch_size``."""
     a = trainer.args
-    by_turn: dict[int, list[RolloutSample]] = {}
-    for s in samples:
-        by_turn.setdefault(s.turn_idx, []).append(s)
+    by_turn: dict[int, list[Row]] = {}
+    for row in completion_rows(groups):
+        by_turn.setdefault(row[0].turn, []).append(row)
     pooled = None
     if a.advantage_normalization:
         # One collective of a fixed shape (every possible turn index), whichever turns
         # this rank's share holds.
         turns = range(a.num_turns + 1)
-        groups = [torch.tensor([float(s.advantage) for s in by_turn.get(t, [])]) for t in turns]
-        pooled = trainer.sync.pooled_moments(groups)
+        moments = [
+            torch.tensor([float(g.advantages[k]) for g, k in by_turn.get(t, [])]) for t in turns
+        ]
+        pooled = trainer.sync.pooled_moments(moments)
     batches = []
     for turn in sorted(by_turn):
-        group = by_turn[turn]
-        advs = [float(s.advantage) for s in group]
+        rows = by_turn[turn]
+        advs = [float(g.advantages[k]) for g, k in rows]
         if a.advantage_normalization:
             advs = normalize_advantages(advs, pooled[turn] if pooled else None)
-        pairs = list(zip(group, advs))
+        pairs = list(zip(rows, advs))
         rng.shuffle(pairs)
         for start in range(0, len(pairs), a.train_batch_size):
             chunk = pairs[start : start + a.train_batch_size]
@@ -74,16 +82,16 @@ def actor_batches(
 
 
 def update_batches(
-    trainer, samples: list[RolloutSample], rng: random.Random
-) -> list[tuple[list[RolloutSample], list[float]]]:
+    trainer, groups: list[ValueGroup], rng: random.Random
+) -> list[tuple[list[Row], list[float]]]:
     """The mini-batches of ``num_iterations`` passes over a drained buffer, each pass
     reshuffled; the advantages (and the critics' targets) stay those of the rollout."""
     passes = range(trainer.args.num_iterations)
-    return [b for _ in passes for b in actor_batches(trainer, samples, rng)]
+    return [b for _ in passes for b in actor_batches(trainer, groups, rng)]
 
 
 def policy_step(
-    trainer, agent: int, batch: list[RolloutSample], advs: list[float]
+    trainer, agent: int, batch: list[Row], advs: list[float]
 ) -> tuple[float, float, dict[str, float]] | None:
     """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs;
     ``loss_aggregation`` may average them per completion or per token instead), or
@@ -95,8 +103,8 @@ def policy_step(
     pad = trainer.tokenizers[agent].pad_token_id
     parts = score_parts(
         model,
-        [s.prompt_ids for s in batch],
-        [s.completion_ids for s in batch],
+        [g.prompt_ids for g, _ in batch],
+        [g.completion_ids[k] for g, k in batch],
         pad_id=pad,
         max_tokens=trainer.args.logprob_max_tokens,
         dedupe=False,  # keeps the forwards, and so the float sums, as they were

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -145,6 +146,37 @@ def tree_gae(
     """
     tails = gae_tails(deltas, children, discount, lam)
     return [[float(d) + t for d, t in zip(row, tail)] for row, tail in zip(deltas, tails)]
+
+
+def fill_critic_targets(
+    groups: Sequence[Any],
+    values: Sequence[Sequence[float]],
+    children: Sequence[Sequence[int | None]],
+    discount: float,
+    lam: float,
+    per_action: bool,
+) -> None:
+    """Set the critic's fields of one agent's rollout groups (one per tree node, pre-order):
+    ``values`` (``values[j][k]``, the critic's estimate for joint action k at node j, which in
+    the aligned rollouts of this family is completion k), the TD(0) ``targets`` from the groups'
+    shaped rewards (λ-returns with ``lam`` > 0) and the ``advantages`` (GAE(λ); ``Q - V`` for
+    a Q critic, ``per_action``). ``children`` is as in :func:`gae_tails`."""
+    for j, g in enumerate(groups):
+        g.values = [float(v) for v in values[j]]
+        g.targets = [
+            td_target(r, None if c is None else bootstrap_value(values[c], per_action), discount)
+            for r, c in zip(g.rewards, children[j])
+        ]
+        g.advantages = [t - v for t, v in zip(g.targets, g.values)]
+    if lam > 0.0:
+        tails = gae_tails([g.advantages for g in groups], children, discount, lam)
+        for g, tail in zip(groups, tails):
+            g.advantages = [a + t for a, t in zip(g.advantages, tail)]
+            g.targets = [v + t for v, t in zip(g.targets, tail)]
+    if per_action:
+        # Q - V: the TD error against Q(h, a) itself carries no signal (see the module doc).
+        for g, qs in zip(groups, values):
+            g.advantages = q_advantages(qs)
 
 
 def normalize_advantages(

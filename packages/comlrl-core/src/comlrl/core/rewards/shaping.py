@@ -80,14 +80,19 @@ def apply_kl_shaping(
     discount: float | None = None,
 ):
     """KL shaping of a training rollout when the config asks for it (``reference_kl_enabled``
-    with reference models), returns recomputed at ``discount`` (default ``args.discount``);
-    returns the per-completion KLs (``[agent][node][k]``) it took, or None when it did
-    nothing."""
+    with reference models), with the returns recomputed at ``discount``; returns the
+    per-completion KLs (``[agent][node][k]``) it took, or None when it shaped nothing.
+
+    The trees come with returns at ``args.discount``, the default. A family that wants its
+    returns at another discount (the actor-critic family logs the undiscounted reward-to-go)
+    passes it, and gets them recomputed even when nothing is shaped."""
     a = trainer.args
+    gamma = a.discount if discount is None else discount
     if not (a.reference_kl_enabled and trainer.reference_models):
+        if gamma != a.discount:
+            for root in roots:
+                compute_returns(root, gamma)
         return None
     kls = completion_kls(trainer, nodes)
-    shape_with_kl(
-        roots, nodes, kls, a.reference_kl_coef, a.discount if discount is None else discount
-    )
+    shape_with_kl(roots, nodes, kls, a.reference_kl_coef, gamma)
     return kls

@@ -9,6 +9,9 @@ Returns come from the tree's one recursion after every reward transform
 (:mod:`comlrl.core.rewards.shaping`), so a group's returns already carry the KL penalty when KL
 is in the reward. Credit in ``cross`` mode, where a completion is part of several joint actions,
 is the mean over those actions (:func:`comlrl.core.rollout.tree.agent_returns`).
+
+A :class:`ValueGroup` is the same group with a critic's bookkeeping per completion (the
+actor-critic family): the critic's estimate at rollout and the target it regresses to.
 """
 
 from __future__ import annotations
@@ -92,6 +95,17 @@ class RolloutGroup:
         return cls(**fields)
 
 
+@dataclass
+class ValueGroup(RolloutGroup):
+    """A :class:`RolloutGroup` with a critic: ``values[k]`` is the critic's estimate for
+    completion k at rollout and ``targets[k]`` the target it regresses to (a TD or λ-return
+    target, computed by the family from the group's shaped rewards); ``advantages`` are then
+    the critic's."""
+
+    values: list[float] = field(default_factory=list)
+    targets: list[float] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class GroupCodec:
     """How a buffer of :class:`RolloutGroup` goes into and out of a checkpoint (the trainer's
@@ -109,15 +123,19 @@ class GroupCodec:
 
 
 def rollout_groups(
-    nodes: Sequence[TreeNode], agent: int, kls: Sequence[Sequence[float]] | None = None
+    nodes: Sequence[TreeNode],
+    agent: int,
+    kls: Sequence[Sequence[float]] | None = None,
+    group_cls: type[RolloutGroup] = RolloutGroup,
 ) -> list[RolloutGroup]:
     """``agent``'s group at each of ``nodes``, from the tree's (shaped) rewards and returns;
-    ``kls[j]`` is the shaping KL of the agent's completions at ``nodes[j]``."""
+    ``kls[j]`` is the shaping KL of the agent's completions at ``nodes[j]``. ``group_cls``
+    builds them (:class:`ValueGroup` for a family with a critic)."""
     groups = []
     for j, node in enumerate(nodes):
         ps = node.samples[agent]
         groups.append(
-            RolloutGroup(
+            group_cls(
                 agent=agent,
                 turn=node.turn,
                 step=node.env_step,
