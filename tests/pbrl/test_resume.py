@@ -112,7 +112,7 @@ def test_iterative_resume_equals_uninterrupted(tmp_path):
         resumed = _madpo_iter(run)
         resumed.train(resume_from_checkpoint=path)
         _assert_same_run(weights, records, resumed, run)
-        assert resumed.comparator_calls == full.comparator_calls
+        assert resumed.online.comparators.calls == full.online.comparators.calls
         with open(os.path.join(run, "reward_distributions", "iteration_0002.json")) as fh:
             assert json.load(fh) == drift
 

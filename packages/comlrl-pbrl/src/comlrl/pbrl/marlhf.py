@@ -17,23 +17,25 @@ import torch
 
 from comlrl.core import loop
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
+from comlrl.core.loop import units_of
 from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
+from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
+from comlrl.pbrl.reward_fit import fit_reward_model
 from comlrl.pbrl.reward_model import (
     JointRewardModel,
 )
 from comlrl.pbrl.rl_phase import (
     RewardModelReward,
+    mean_joint_scores,
     resolve_rl_algorithm,
     rl_config,
 )
-from comlrl.pbrl.rm_checks import OnPolicyCheck, RewardModelTraining
-
-# Fields whose None is a real setting (not "use the RL trainer's default").
+from comlrl.pbrl.rm_checks import OnPolicyCheck
 
 
 @dataclasses.dataclass
@@ -45,8 +47,55 @@ class RLHFInputs(PreferenceInputs):
     critics: Any = None
 
 
-class RLHFMixin(RewardModelTraining):
-    """Reward-model training and the RL phase, shared by MARLHF and MARLHFIter."""
+class MARLHFTrainer(PreferenceTrainerBase):
+    """Multi-agent RLHF (CoMLRL-compatible constructor and methods).
+
+    Phases: (1) preference pairs from the initial policy, ranked by the task reward, as in
+    MADPO; (2) a :class:`JointRewardModel` trained on them with a Bradley-Terry loss
+    (``reward_model/loss``, ``reward_model/accuracy`` logged); (3) ``num_train_epochs`` epochs of
+    ``rl_algorithm`` with the reward model as the reward. Evaluation uses the task reward.
+
+    Extra arguments: ``metrics_callback`` (passed to actor-critic RL trainers), ``critic_model``
+    and ``critics`` (critics for iac/maac).
+
+    Attributes:
+        reward_model: the joint reward model; ``reward_tokenizer`` its tokenizer.
+        rl_trainer: the RL trainer that updates the agents.
+        preference_pairs: the pairs of phase (1).
+    """
+
+    algorithm_name = "MARLHF"
+    default_config_cls = MARLHFConfig
+    checkpoint_kind = "marlhf"
+
+    inputs_cls = RLHFInputs
+    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
+    __init__ = compat_constructor(
+        signature_of(
+            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
+            keyword_only=("centralized_comparator_adapter", "model"),
+        ),
+        RLHFInputs,
+    )
+
+    def setup(self, inputs: RLHFInputs) -> None:
+        """The preference base's set-up, then the reward model and the RL trainer."""
+        self._rlhf_inputs = dict(critic_model=inputs.critic_model, critics=inputs.critics)
+        super().setup(inputs)
+        self._init_rlhf(metrics_callback=inputs.metrics_callback, critics=inputs.critics)
+        self.preference_pairs: list[PreferencePair] | None = None
+        self.num_preference_pairs = 0
+        self.pairs_sampled = False
+
+    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
+        super()._validate_before_loading(
+            args, agent_model=agent_model, agents=agents, num_agents=num_agents
+        )
+        self._validate_rlhf_inputs(
+            args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
+        )
+
+    # ------------------------------------------------------------------ reward model and RL phase
 
     def _validate_rlhf_inputs(self, args, *, agent_model, agents, critic_model, critics) -> None:
         """Everything that can fail before loading: the RL algorithm, model sources, devices."""
@@ -113,6 +162,15 @@ class RLHFMixin(RewardModelTraining):
     def _new_reward_optimizer(self):
         params = [p for p in self.reward_model.parameters() if p.requires_grad]
         return build_adamw(params, lr=self.args.reward_learning_rate)
+
+    def fit_reward_model(self, pairs) -> dict[str, float]:
+        """Fit the reward model on ``pairs`` (see :func:`comlrl.pbrl.reward_fit.fit_reward_model`)."""
+        return fit_reward_model(self, pairs)
+
+    def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
+        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
+        (a reward model of per-agent rewards: the mean of the agents' scores)."""
+        return mean_joint_scores(self, prompts_per_actor, completions_per_actor)
 
     def _rl_config(self):
         return rl_config(self.args, self.rl_trainer_cls.default_config_cls, self.num_agents)
@@ -223,83 +281,39 @@ class RLHFMixin(RewardModelTraining):
         if "rm_check" in state:
             self.rm_check.load_state_dict(state["rm_check"])
 
-
-class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
-    """Multi-agent RLHF (CoMLRL-compatible constructor and methods).
-
-    Phases: (1) preference pairs from the initial policy, ranked by the task reward, as in
-    MADPO; (2) a :class:`JointRewardModel` trained on them with a Bradley-Terry loss
-    (``reward_model/loss``, ``reward_model/accuracy`` logged); (3) ``num_train_epochs`` epochs of
-    ``rl_algorithm`` with the reward model as the reward. Evaluation uses the task reward.
-
-    Extra arguments: ``metrics_callback`` (passed to actor-critic RL trainers), ``critic_model``
-    and ``critics`` (critics for iac/maac).
-
-    Attributes:
-        reward_model: the joint reward model; ``reward_tokenizer`` its tokenizer.
-        rl_trainer: the RL trainer that updates the agents.
-        preference_pairs: the pairs of phase (1).
-    """
-
-    algorithm_name = "MARLHF"
-    default_config_cls = MARLHFConfig
-    checkpoint_kind = "marlhf"
-
-    inputs_cls = RLHFInputs
-    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
-    __init__ = compat_constructor(
-        signature_of(
-            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
-            keyword_only=("centralized_comparator_adapter", "model"),
-        ),
-        RLHFInputs,
-    )
-
-    def setup(self, inputs: RLHFInputs) -> None:
-        """The preference base's set-up, then the reward model and the RL trainer."""
-        self._rlhf_inputs = dict(critic_model=inputs.critic_model, critics=inputs.critics)
-        super().setup(inputs)
-        self._init_rlhf(metrics_callback=inputs.metrics_callback, critics=inputs.critics)
-        self.preference_pairs: list[PreferencePair] | None = None
-        self.num_preference_pairs = 0
-        self.pairs_sampled = False
-
-    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
-        super()._validate_before_loading(
-            args, agent_model=agent_model, agents=agents, num_agents=num_agents
-        )
-        self._validate_rlhf_inputs(
-            args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
+    # ------------------------------------------------------------------ the contract
+    def prepare(self, stage: int):
+        """Sample the preference pairs and fit the reward model once, at the first stage (a
+        restored run has them, and asks for no checkpoint), then the stage's RL epoch."""
+        sampled = self.prepared_stage != stage and not self.pairs_sampled
+        if sampled:
+            # Each rank samples its share of the items; every rank then holds all the pairs.
+            pairs, stats, num_items = candidates.sample_policy_pairs(self)
+            pairs, stats = candidates.gather_pairs(pairs, stats, num_items, self.dist)
+            self.reporting.log_record(stats)
+            self.preference_pairs = pairs
+            self.num_preference_pairs = len(pairs)
+            self.pairs_sampled = True
+            if pairs:
+                self.fit_reward_model(pairs)
+            else:
+                self.warn_no_pairs()
+        self.prepared_stage = stage
+        return units_of(
+            self.rl_units() if self.reward_model_trained else [],
+            "preference_data" if sampled else None,
         )
 
-    def _prepare_stage(self, stage: int) -> bool:
-        if self.pairs_sampled:
-            return False
-        params = self.rollouts.sampling_params(self.generation_kwargs)
-        # Each rank samples its share of the items; every rank then holds all the pairs.
-        items = self.rank_share(list(self.get_train_dataloader()))
-        pairs, stats = self.build_policy_pairs(items, params)
-        pairs, stats = self.gather_pairs(pairs, stats, len(items))
-        self.reporting.log_record(stats)
-        self.preference_pairs = pairs
-        self.num_preference_pairs = len(pairs)
-        self.pairs_sampled = True
-        if not pairs:
-            self._warn_no_pairs()
-            return True
-        self.fit_reward_model(pairs)
-        return True
-
-    def _stage_units(self, stage: int):
-        if not self.reward_model_trained:
-            return []
-        return self.rl_units()
-
-    def _run_unit(self, unit) -> None:
+    def run_unit(self, unit) -> None:
+        """Run one RL unit (see :meth:`run_rl_unit`), counting the RL batches trained."""
         self.run_rl_unit(unit)
+        if unit[0] == "batch" and not self.rl_stopped:
+            self.units_done += 1
 
-    def _unit_trains(self, unit) -> bool:
-        return unit[0] == "batch" and not self.rl_stopped
+    def eval_due(self, unit) -> bool:
+        """Evaluate before every ``eval_interval``-th RL batch (never once the RL phase
+        stopped)."""
+        return unit[0] == "batch" and not self.rl_stopped and super().eval_due(unit)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
