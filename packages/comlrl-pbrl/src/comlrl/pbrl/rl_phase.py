@@ -20,7 +20,7 @@ _NOT_SHARED = {"num_iterations"}
 def rl_config(args: Any, cls: type, num_agents: int) -> Any:
     """The RL phase's config: ``cls`` (the RL algorithm's config) with every field it shares
     with MARLHF's ``args`` (a None left to the RL default unless None is a setting of its own),
-    single-turn, for ``num_agents`` agents."""
+    then the ``rl`` section of ``args`` on top, single-turn, for ``num_agents`` agents."""
     names = {f.name for f in dataclasses.fields(cls)}
     values = {}
     for f in dataclasses.fields(args):
@@ -30,13 +30,26 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         if value is None and f.name not in _NONE_IS_A_SETTING:
             continue
         values[f.name] = value
+    section = dict(args.rl or {})
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise ValueError(
+            f"rl.{unknown[0]} is not a setting of rl_algorithm={args.rl_algorithm!r} "
+            f"({cls.__name__}); valid keys: {', '.join(sorted(names))}."
+        )
+    values.update(section)
     values["num_turns"] = 1
     if "num_agents" in names:
         values["num_agents"] = num_agents
     if "collaboration_mode" in names:
         values.pop("collaboration_mode")
     values.pop("output_dir", None)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ValueError(
+            f"the RL phase's config (rl_algorithm={args.rl_algorithm!r}): {exc}"
+        ) from exc
 
 
 def resolve_rl_algorithm(name: str):
