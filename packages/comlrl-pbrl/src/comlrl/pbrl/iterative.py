@@ -25,6 +25,7 @@ from comlrl.pbrl.madpo import MADPOTrainer
 from comlrl.pbrl.marlhf import MARLHFTrainer
 from comlrl.pbrl.online import OnlineIterations, check_iterative_inputs
 from comlrl.pbrl.pairs import PreferencePair
+from comlrl.pbrl.rl_phase import rl_units
 
 ITERATIVE_RUN_CONFIG_KEYS = PreferenceTrainerBase.run_config_keys + (
     "num_iterations",
@@ -152,7 +153,7 @@ class MARLHFIterTrainer(MARLHFTrainer):
         units = []
         if self.num_preference_pairs and self.reward_model_trained:
             for _ in range(self.args.num_train_epochs):
-                units += self.rl_units()
+                units += rl_units(self)
         return units_of(units, "preference_data" if sampled else None)
 
 
