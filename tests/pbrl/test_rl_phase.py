@@ -3,38 +3,12 @@ buffer, an RL epoch ends by updating on the buffer's remainder, and the run coun
 and one set of optimizer steps."""
 
 from comlrl.core.schedule import optimizer_steps
-from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
 
-from .helpers import FAST, PROMPTS, ratio_reward, two_agents
-
-
-def _trainer(tmp_path, **cfg):
-    agents, tok = two_agents()
-    values = dict(FAST)
-    values.update(
-        num_train_epochs=2,
-        num_generations=2,
-        rollout_buffer_size=2,
-        rollout_batch_size=1,
-        preference_num_candidates=3,
-        preference_pairs_per_sample=2,
-        reward_learning_rate=1e-3,
-        output_dir=str(tmp_path / "run"),
-    )
-    values.update(cfg)
-    trainer = MARLHFTrainer(
-        agents=agents,
-        tokenizer=tok,
-        train_dataset=PROMPTS[:3],
-        reward_func=ratio_reward,
-        args=MARLHFConfig(**values),
-    )
-    trainer.verbose = False
-    return trainer
+from .helpers import small_marlhf
 
 
 def test_an_rl_epoch_ends_by_updating_on_the_buffers_remainder(tmp_path):
-    trainer = _trainer(tmp_path)
+    trainer = small_marlhf(tmp_path / "run", num_items=3)
     rl = trainer.rl_trainer
     assert trainer.rollout_buffer is rl.rollout_buffer
     sizes = []
@@ -54,6 +28,6 @@ def test_an_rl_epoch_ends_by_updating_on_the_buffers_remainder(tmp_path):
 
 
 def test_max_steps_counts_the_rl_phase_s_optimizer_steps(tmp_path):
-    trainer = _trainer(tmp_path, max_steps=1)
+    trainer = small_marlhf(tmp_path / "run", num_items=3, max_steps=1)
     trainer.train()
     assert optimizer_steps(trainer) == optimizer_steps(trainer.rl_trainer) == 1
