@@ -42,15 +42,18 @@ class PreferenceInputs(TrainerInputs):
 
 
 class PreferenceTrainerBase(TrainerBase):
-    """Shared constructor and loop of MADPO, MARLHF and their iterative variants.
+    """What MADPO, MARLHF and their iterative variants share: construction, stages, the eval
+    cadence by training units, and the resumable state.
 
     The constructor takes CoMLRL's MAGRPO arguments plus ``centralized_comparator_adapter``. With
     ``args.collaboration_mode="centralized"`` one actor model writes every role's output (the
     adapter builds its prompt and splits its completion); ``args.num_agents`` then counts roles.
 
     A trainer on this base implements the core contract itself (``prepare``, ``collect``,
-    ``update``, and ``end_stage`` where it has end-of-stage work) and counts a training unit in
-    ``units_done`` when it collects one (the ``eval_interval`` cadence counts those).
+    ``update``) and counts a training unit in ``units_done`` when it collects one (the
+    ``eval_interval`` cadence counts those). An iterative trainer holds ``online``
+    (:class:`~comlrl.pbrl.online.OnlineIterations`): its stages are then iterations, each ending
+    with a policy snapshot when those are kept, and the iterations' state is checkpointed here.
     """
 
     algorithm_name = "Preference"
