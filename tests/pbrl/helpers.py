@@ -48,3 +48,33 @@ def moved(models, snap) -> bool:
         any(not p.detach().equal(s[n]) for n, p in m.named_parameters() if n in s)
         for m, s in zip(models, snap)
     )
+
+
+def small_marlhf(run_dir, num_items: int = 2, **cfg):
+    """A quiet MARLHF trainer on the tiny agents and ``num_items`` prompts, with a short RL phase
+    (2 epochs of MAGRPO, 2 generations, rollout batches of one item, a buffer of 2 groups);
+    ``cfg`` overrides the config."""
+    from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
+
+    agents, tok = two_agents()
+    values = dict(FAST)
+    values.update(
+        num_train_epochs=2,
+        num_generations=2,
+        rollout_buffer_size=2,
+        rollout_batch_size=1,
+        preference_num_candidates=3,
+        preference_pairs_per_sample=2,
+        reward_learning_rate=1e-3,
+        output_dir=str(run_dir),
+    )
+    values.update(cfg)
+    trainer = MARLHFTrainer(
+        agents=agents,
+        tokenizer=tok,
+        train_dataset=PROMPTS[:num_items],
+        reward_func=ratio_reward,
+        args=MARLHFConfig(**values),
+    )
+    trainer.verbose = False
+    return trainer

@@ -122,7 +122,7 @@ def test_iterative_api_comparator_keeps_the_key_secret(api, tmp_path, caplog, ca
     )
     api.failures = [500, "malformed"]
     trainer.train(checkpoint_dir=str(tmp_path / "ckpt"))
-    assert trainer.api_client.retries == 2
+    assert trainer.online.api_client.retries == 2
     assert trainer.prepared_stage == 1 and trainer.updates_seen > 0
     # Comparator text has no sampled ids: it is tokenized once, EOS appended.
     eos = tok.eos_token_id

@@ -248,6 +248,21 @@ RLHF = dict(
         simple("value_clip_range", st.one_of(st.none(), pos_float), st.floats(-1, 0)),
         simple("critic_value_head_hidden_dim", opt_pos_int, bad_pos_int),
         simple("value_head_hidden_dim", opt_pos_int, bad_pos_int),
+        simple(
+            "rl",
+            st.one_of(
+                st.none(),
+                st.just({}),
+                st.just({"policy_loss": "ppo"}),
+                st.just({"num_iterations": 2, "advantage_normalization": False}),
+            ),
+            st.one_of(
+                st.sampled_from([3, "ppo", ["policy_loss"]]),
+                st.just({"num_turns": 2}),
+                st.just({"no_such_field": 1}),
+                st.just({"policy_loss": "no_such_loss"}),
+            ),
+        ),
     ]
 )
 

@@ -48,14 +48,14 @@ def _iter_config(cls, tmp_path, policy, mode, **cfg):
 
 def _record_stage_ends(trainer, monkeypatch):
     seen = []
-    original = trainer._finish_stage
+    original = trainer.end_stage
 
     def finish(stage):
         rl = getattr(trainer, "rl_trainer", None)
         seen.append((trainer.env_step, rl.env_step if rl is not None else None))
         original(stage)
 
-    monkeypatch.setattr(trainer, "_finish_stage", finish)
+    monkeypatch.setattr(trainer, "end_stage", finish)
     return seen
 
 
@@ -186,7 +186,7 @@ def test_centralized_comparator_parse_failures_are_counted_not_raised(tmp_path):
         centralized_comparator_adapter=_Garbage(),
     )
     trainer.train()
-    assert trainer._splitter.parse_failures == 2 * 3  # every joint completion
+    assert trainer.online.comparators.splitter.parse_failures == 2 * 3  # every joint completion
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     it = next(r for r in records if "iter/current_iteration" in r)
     assert it["iter/comparator_parse_failures"] == 6.0
@@ -283,7 +283,7 @@ def test_model_comparator_objects_keep_token_ids(tmp_path):
     trainer = MADPOIterTrainer(
         agents=agents, tokenizer=tok, train_dataset=PROMPTS[:1], reward_func=ratio_reward, args=cfg
     )
-    assert all(keep for _, _, keep in trainer._model_comparators.values())
+    assert all(keep for _, _, keep in trainer.online.comparators.model_comparators.values())
     assert not any(p.requires_grad for p in other.parameters())
     random.seed(0)
     trainer.train()

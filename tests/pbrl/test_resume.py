@@ -9,7 +9,7 @@ import torch
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.pbrl import MADPOConfig, MADPOIterConfig, MADPOIterTrainer, MADPOTrainer
 
-from .helpers import FAST, PROMPTS, ratio_reward, two_agents
+from .helpers import FAST, PROMPTS, ratio_reward, small_marlhf, two_agents
 
 
 def _checkpoints(directory):
@@ -112,43 +112,21 @@ def test_iterative_resume_equals_uninterrupted(tmp_path):
         resumed = _madpo_iter(run)
         resumed.train(resume_from_checkpoint=path)
         _assert_same_run(weights, records, resumed, run)
-        assert resumed.comparator_calls == full.comparator_calls
+        assert resumed.online.comparators.calls == full.online.comparators.calls
         with open(os.path.join(run, "reward_distributions", "iteration_0002.json")) as fh:
             assert json.load(fh) == drift
 
 
-def _marlhf(run_dir):
-    from comlrl.pbrl import MARLHFConfig, MARLHFTrainer
-
-    agents, tok = two_agents()
-    cfg = MARLHFConfig(
-        **FAST,
-        num_train_epochs=2,
-        num_generations=2,
-        rollout_buffer_size=2,
-        rollout_batch_size=1,
-        preference_num_candidates=3,
-        preference_pairs_per_sample=2,
-        reward_learning_rate=1e-3,
-        output_dir=run_dir,
-    )
-    trainer = MARLHFTrainer(
-        agents=agents, tokenizer=tok, train_dataset=PROMPTS[:2], reward_func=ratio_reward, args=cfg
-    )
-    trainer.verbose = False
-    return trainer
-
-
 def test_marlhf_resume_equals_uninterrupted(tmp_path):
     run, ckpt = str(tmp_path / "run"), str(tmp_path / "ckpt")
-    full = _marlhf(run)
+    full = small_marlhf(run)
     full.train(checkpoint_dir=ckpt, checkpoint_every_batches=1)
     weights, records = _weights(full), read_metrics(os.path.join(run, "metrics.jsonl"))
     rm = [p.detach().clone() for p in full.reward_model.parameters()]
     points = _checkpoints(ckpt)
     inside = [p for p in points if p[2]["epoch"] == 0 and p[2]["position"] == 1]
     assert points[0][1] == "preference_data" and inside, points
-    resumed = _marlhf(run)
+    resumed = small_marlhf(run)
     resumed.train(resume_from_checkpoint=inside[0][0])
     assert resumed.reward_model_trained
     assert all(torch.equal(a, b) for a, b in zip(rm, resumed.reward_model.parameters()))

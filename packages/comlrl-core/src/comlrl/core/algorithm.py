@@ -28,7 +28,9 @@ class Algorithm(Protocol):
         ...
 
     def collect(self, unit: Any) -> Any:
-        """Rollout -> rewards -> returns -> advantages for one unit (no grad)."""
+        """Rollout -> rewards -> returns -> advantages for one unit (no grad). A
+        :class:`~comlrl.core.loop.EndOfPass` unit arrives after the buffer's remainder was
+        used: the end-of-pass work of a stage that holds several passes goes here."""
         ...
 
     def update(self, batch: Any) -> dict[str, float] | None:

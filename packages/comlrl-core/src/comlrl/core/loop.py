@@ -15,6 +15,10 @@ The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` f
   a family without a buffer, on the collected batch).
 - ``end_stage(stage)``: optional end-of-stage work after the buffer's remainder is used.
 - ``state_dict()`` / ``load_state_dict(state)``: the family's resumable state.
+
+A stage may hold several passes over the data (an online iteration of several RL epochs, say):
+an :class:`EndOfPass` unit closes one, and the loop uses the buffer's remainder before it hands
+that unit to ``collect`` as any other.
 """
 
 from __future__ import annotations
@@ -63,6 +67,15 @@ class ItemBatch:
         return self.count
 
 
+@dataclass
+class EndOfPass:
+    """A unit that closes one pass over the data inside a stage: the loop first updates on what
+    the buffer still holds (as at the end of a stage), then collects the unit as any other, so
+    the family does its end-of-pass work in ``collect``. ``index`` numbers the stage's passes."""
+
+    index: int = 0
+
+
 class StageUnits(list):
     """A stage's units; ``checkpoint_reason`` (when set) asks the loop to checkpoint right away,
     because preparing the stage did expensive work worth keeping (e.g. sampled pairs)."""
@@ -93,7 +106,10 @@ def materialize(trainer: Any, unit: ItemBatch) -> ItemBatch:
 
 
 def run_unit(trainer: Any, unit: Any) -> None:
-    """Collect ``unit``'s experience, buffer it and update whenever the buffer fills up."""
+    """Collect ``unit``'s experience, buffer it and update whenever the buffer fills up (an
+    :class:`EndOfPass` unit first uses the buffer's remainder)."""
+    if isinstance(unit, EndOfPass):
+        drain(trainer)
     batch = trainer.collect(unit)
     if batch is None:
         return
@@ -120,11 +136,16 @@ def flush(trainer: Any) -> None:
     trainer.reporting.log_training(metrics, experience.step)
 
 
-def finish_stage(trainer: Any, stage: int) -> None:
-    """Use what the buffer still holds, then the family's end-of-stage work."""
+def drain(trainer: Any) -> None:
+    """Update on what the buffer still holds (nothing to do when it is empty or absent)."""
     buffer = trainer.rollout_buffer
     if buffer is not None and not buffer.empty():
         flush(trainer)
+
+
+def finish_stage(trainer: Any, stage: int) -> None:
+    """Use what the buffer still holds, then the family's end-of-stage work."""
+    drain(trainer)
     trainer.end_stage(stage)
 
 

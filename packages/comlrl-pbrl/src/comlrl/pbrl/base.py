@@ -1,25 +1,22 @@
-"""What every preference trainer shares: construction, candidate sampling and scoring, pair
-building, and the staged training loop with checkpoints.
+"""What every preference trainer shares: construction, reference log-probs, the eval cadence
+by training units, and the resumable state.
 
-A run is a list of *stages* (epochs for MADPO and MARLHF, iterations for the iterative trainers).
-A stage may first *prepare* data (sample candidates, build pairs, train a reward model) and then
-runs *units* of training (one DPO update, or one RL batch). The cursor ``(stage, unit)`` is what a
-checkpoint resumes from, and prepared data lives in the family state, so a resumed run never
-samples its preference data again.
+A run is a list of *stages* of the core loop (epochs for MADPO and MARLHF, iterations for the
+iterative trainers). A trainer's ``prepare(stage)`` first builds the stage's data (samples
+candidates, builds pairs, trains a reward model) and returns the stage's *units* of training
+(one DPO update, or one RL batch); ``collect``/``update`` run them. The cursor ``(stage, unit)``
+is what a checkpoint resumes from, and prepared data lives in the family state, so a resumed run
+never samples its preference data again.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from comlrl.core import loop
 from comlrl.core.centralized import (
     CentralizedCollaboration,
     TaggedCentralizedComparatorAdapter,
@@ -30,12 +27,9 @@ from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logprobs import score
-from comlrl.core.loop import units_of
-from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.trainer import TrainerBase
-from comlrl.pbrl.candidates import CandidatePairs
+from comlrl.pbrl import candidates
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.pairs import PreferencePair
 
@@ -47,12 +41,19 @@ class PreferenceInputs(TrainerInputs):
     centralized_comparator_adapter: Any = None
 
 
-class PreferenceTrainerBase(CandidatePairs, TrainerBase):
-    """Shared constructor and loop of MADPO, MARLHF and their iterative variants.
+class PreferenceTrainerBase(TrainerBase):
+    """What MADPO, MARLHF and their iterative variants share: construction, stages, the eval
+    cadence by training units, and the resumable state.
 
     The constructor takes CoMLRL's MAGRPO arguments plus ``centralized_comparator_adapter``. With
     ``args.collaboration_mode="centralized"`` one actor model writes every role's output (the
     adapter builds its prompt and splits its completion); ``args.num_agents`` then counts roles.
+
+    A trainer on this base implements the core contract itself (``prepare``, ``collect``,
+    ``update``) and counts a training unit in ``units_done`` when it collects one (the
+    ``eval_interval`` cadence counts those). An iterative trainer holds ``online``
+    (:class:`~comlrl.pbrl.online.OnlineIterations`): its stages are then iterations, each ending
+    with a policy snapshot when those are kept, and the iterations' state is checkpointed here.
     """
 
     algorithm_name = "Preference"
@@ -76,6 +77,10 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
         "collaboration_mode",
     )
     timing_idle_throughput = True
+    # The online iterations of an iterative trainer (:class:`~comlrl.pbrl.online.
+    # OnlineIterations`); None for one offline round of sampling. With them a stage is an
+    # iteration, which ends with a policy snapshot when those are kept.
+    online: Any = None
 
     @classmethod
     def supports_multi_process(cls) -> bool:
@@ -165,120 +170,60 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
                     f"nor a reachable hub id): {exc}"
                 ) from exc
 
-    def _prepare_stage(self, stage: int) -> bool:
-        """Build the data stage ``stage`` trains on; return True when data was sampled (a
-        checkpoint is then written at once). Restored data is not sampled again."""
-        return False
-
-    def _stage_units(self, stage: int) -> list[Any]:
-        """The units of training of ``stage``, in order."""
-        raise NotImplementedError
-
-    def _unit_trains(self, unit: Any) -> bool:
-        """Whether ``unit`` is a training step (eval cadence counts those)."""
-        return True
-
-    def _finish_stage(self, stage: int) -> None:
-        """Hook after the last unit of a stage."""
-
-    # ------------------------------------------------------------------ log-probs
-    def sequence_logps(
-        self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
-    ) -> torch.Tensor:
-        """Summed token log-probs (EOS included, pads never) of completions under ``model``
-        (default: the actor itself), in forwards of at most ``logprob_max_tokens`` tokens.
-
-        Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
-        gets one reference log-prob), rows packed or grouped by length
-        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``). DPO scores at temperature 1
-        whatever the candidates were sampled at: its loss has no importance ratio over the
-        samples, and its optimum is stated for the model's own distribution."""
-        model = self.agents[actor] if model is None else model
-        return score(
-            model,
-            prompt_ids,
-            completion_ids,
-            pad_id=self.tokenizers[actor].pad_token_id,
-            max_tokens=self.args.logprob_max_tokens,
-            grad=grad,
-            layout="packed",
-        ).sequence_sum()
-
-    def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
-        """Cache reference log-probs of every pair's winner and loser, per actor.
-
-        The reference is ``reference_model_name`` when set (loaded, used, freed), else the
-        actors as they are now (before the coming updates).
-        """
-        if not pairs:
-            return
-        a = self.args
-        refs = None
-        if a.reference_model_name is not None:
-            devices = (
-                plan_devices("mp", a.reference_devices, self.num_agents, "reference_devices")
-                if a.reference_devices is not None
-                else self.agent_devices
-            )
-            loaded = freeze_model(load_causal_lm(a.reference_model_name, self.model_config))
-            refs = [loaded.to(devices[0])] + [
-                copy.deepcopy(loaded).to(d) if str(d) != str(devices[0]) else loaded
-                for d in devices[1:]
-            ]
-        try:
-            for i in range(self.num_agents):
-                model = self.agents[i] if refs is None else refs[i]
-                was_training = model.training
-                model.eval()
-                try:
-                    prompts = [p.prompt_ids[i] for p in pairs] * 2
-                    comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
-                    values = self.sequence_logps(i, prompts, comps, model, grad=False).tolist()
-                finally:
-                    model.train(was_training)
-                n = len(pairs)
-                for j, pair in enumerate(pairs):
-                    if i == 0:
-                        pair.reference_logps = []
-                    pair.reference_logps.append([values[j], values[n + j]])
-        finally:
-            del refs
-
     def run_config(self) -> dict[str, Any]:
         cfg = super().run_config()
         if self.collaboration is not None:
             cfg.update(num_roles=self.num_roles, num_actor_models=1)
         return cfg
 
-    # ------------------------------------------------------------------ the contract
-    def prepare(self, stage: int):
-        """Build the stage's data (once: restored data is not sampled again) and its units; a
-        stage that sampled data asks for a checkpoint right away."""
-        sampled = False
-        if self.prepared_stage != stage:
-            sampled = self._prepare_stage(stage)
-            self.prepared_stage = stage
-        return units_of(self._stage_units(stage), "preference_data" if sampled else None)
+    # ------------------------------------------------------------------ preference data
+    @property
+    def reward_range(self):
+        """The task reward's declared ``(low, high)`` range, or None."""
+        if self.collaboration is not None:
+            return self.collaboration.reward_range
+        return self.reward_caller.reward_range
 
-    def run_unit(self, unit) -> None:
-        """Run one unit of training (see :meth:`_run_unit`), counting the training ones."""
-        self._run_unit(unit)
-        if self._unit_trains(unit):
-            self.units_done += 1
+    def build_policy_pairs(
+        self, items: Sequence[dict], params
+    ) -> tuple[list[PreferencePair], dict]:
+        """Pairs of the current policy's candidates for ``items`` and their statistics (see
+        :func:`comlrl.pbrl.candidates.build_policy_pairs`)."""
+        return candidates.build_policy_pairs(self, items, params)
 
-    def _run_unit(self, unit) -> None:
-        """By default a unit is one collect/update round (a DPO update, say)."""
-        loop.run_unit(self, unit)
+    def score_joint(
+        self, texts: list[list[list[str]]], prompts: list[str], items: Sequence[dict]
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        """Raw and processed task rewards of aligned joint candidates as ``[item][k]`` (see
+        :func:`comlrl.pbrl.candidates.score_joint_agents`)."""
+        raw, processed, _ = candidates.score_joint_agents(self, texts, prompts, items)
+        return raw, processed
 
+    # ------------------------------------------------------------------ stages
+    def num_stages(self) -> int:
+        """Epochs, or the online iterations of an iterative trainer."""
+        return self.args.num_iterations if self.online is not None else super().num_stages()
+
+    def stage_name(self) -> str:
+        return "iteration" if self.online is not None else super().stage_name()
+
+    def end_stage(self, stage: int) -> None:
+        """After an online iteration, snapshot the policy (when snapshots are kept)."""
+        if self.online is not None:
+            self.online.end_iteration(stage)
+
+    @property
+    def iteration_pairs(self) -> list[PreferencePair]:
+        """The current online iteration's training pairs (none without iterations)."""
+        return [] if self.online is None else self.online.pairs
+
+    # ------------------------------------------------------------------ the eval cadence
     def eval_due(self, unit) -> bool:
         """Evaluate before every ``eval_interval``-th training unit."""
         every = self.args.eval_interval
         if not every or not self.can_evaluate():
             return False
-        return self._unit_trains(unit) and self.units_done % every == 0
-
-    def end_stage(self, stage: int) -> None:
-        self._finish_stage(stage)
+        return self.units_done % every == 0
 
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, units of the current stage) for checkpoint cursor checks; the unit count is
@@ -299,6 +244,8 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
         if self.collaboration is not None:
             state["parse_failures"] = self.collaboration.parse_failures
             state["parsed"] = self.collaboration.parsed
+        if self.online is not None:
+            state.update(self.online.state_dict())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -314,8 +261,11 @@ class PreferenceTrainerBase(CandidatePairs, TrainerBase):
         if self.collaboration is not None:
             self.collaboration.parse_failures = int(state.get("parse_failures", 0))
             self.collaboration.parsed = int(state.get("parsed", 0))
+        if self.online is not None:
+            self.online.load_state_dict(state)
 
-    def _warn_no_pairs(self) -> None:
+    def warn_no_pairs(self) -> None:
+        """Say that sampling found no preference pairs (every item's candidates tied)."""
         warnings.warn(
             f"{self.algorithm_name}: every item's candidates tied on reward, so there are no "
             "preference pairs to train on; sample more candidates or use a finer reward.",

@@ -3,20 +3,20 @@
 Comparators are loaded, placed and opened per iteration (the current policy, a frozen copy, a
 policy snapshot from history, another model, or an HTTP API, sampling per actor or as one
 centralized writer); target and comparator candidates are scored and paired per item.
-:class:`ComparatorPairs` is part of the iterative trainers
-(:class:`~comlrl.pbrl.iterative.IterativeMixin`).
+:class:`ComparatorPairing` is the iterative trainers' ``comparators`` collaborator.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 import numpy as np
 
+from comlrl.core.centralized import CentralizedCollaboration
 from comlrl.core.devices import plan_devices
 from comlrl.core.models import ensure_pad_token, freeze_model, is_model_name, load_causal_lm
+from comlrl.pbrl.candidates import sample_candidates
 from comlrl.pbrl.comparators import (
     ApiComparator,
     CentralizedComparator,
@@ -27,38 +27,76 @@ from comlrl.pbrl.comparators import (
     same_vocab,
 )
 from comlrl.pbrl.pairs import PreferencePair, select_pairs
-from comlrl.pbrl.snapshots import (
-    history_snapshot,
-    load_snapshot_agent,
-)
+from comlrl.pbrl.snapshots import history_snapshot, load_snapshot_agent, policy_dir
 
 
-class ComparatorPairs:
-    """Comparator lifecycle, output directories and target-vs-comparator pairs."""
+class ComparatorPairing:
+    """Comparator lifecycle and target-vs-comparator pairs of one iterative trainer.
 
-    def _comparator_devices(self) -> list:
-        a = self.args
+    Args:
+        trainer: the iterative trainer (its config, agents, tokenizers, devices, rollouts,
+            timing and pair RNG are read).
+        api_client: the HTTP client of ``comparator_policy="api"`` (None otherwise).
+        pair_scores: ``pair_scores(texts, actor_prompts, items)``: the raw task rewards (or
+            None) and the scores pairs are ranked by, as ``[item][k]``, and with per-agent task
+            rewards each agent's ``(raw, scores)`` (else None).
+
+    Attributes:
+        joint_builder: builds a centralized comparator's joint prompt.
+        splitter: splits a centralized comparator's output per actor (None when the trainer is
+            itself centralized and its collaboration splits).
+        model_comparators: the frozen external comparators (``comparator_policy="model"``),
+            ``{actor: (model, tokenizer, same_vocab)}``.
+        calls: comparator generate calls so far (each gets its own seed).
+    """
+
+    def __init__(self, trainer: Any, api_client: Any, pair_scores):
+        t = self.trainer = trainer
+        a = t.args
+        self.api_client = api_client
+        self.pair_scores = pair_scores
+        seed = a.seed if a.seed is not None else 0
+        self.seed = seed * 1_000_003 + 7919
+        self.calls = 0
+        if t.collaboration is not None:
+            self.joint_builder = t.collaboration
+            self.splitter = None
+        else:
+            self.joint_builder = CentralizedCollaboration(
+                t.centralized_comparator_adapter, t.formatters, t.num_agents
+            )
+            self.splitter = self.joint_builder
+        self.devices()  # a device list of the wrong length fails here, not later
+        self.model_comparators = None
+        if a.comparator_policy == "model":
+            self.model_comparators = self._load_model_comparators()
+
+    def devices(self) -> list:
+        """Where comparator models go, per actor (default: the agents' devices)."""
+        t = self.trainer
+        a = t.args
         if a.comparator_devices is None:
-            return list(self.agent_devices)
-        return plan_devices("mp", a.comparator_devices, self.num_agents, "comparator_devices")
+            return list(t.agent_devices)
+        return plan_devices("mp", a.comparator_devices, t.num_agents, "comparator_devices")
 
     def _writer_index(self) -> int:
-        a = self.args
-        return 0 if self.collaboration is not None else a.comparator_centralized_agent_index
+        t = self.trainer
+        return 0 if t.collaboration is not None else t.args.comparator_centralized_agent_index
 
     def _needed_actors(self) -> list[int]:
-        if self.args.comparator_generation_mode == "centralized":
+        if self.trainer.args.comparator_generation_mode == "centralized":
             return [self._writer_index()]
-        return list(range(self.num_agents))
+        return list(range(self.trainer.num_agents))
 
     def _load_model_comparators(self) -> dict[int, tuple[Any, Any, bool]]:
         """Frozen external comparators, loaded once (``comparator_model_name`` or
         ``comparator_agents``), keyed by actor index."""
         from transformers import AutoTokenizer
 
-        a = self.args
+        t = self.trainer
+        a = t.args
         entries = list(a.comparator_agents) if a.comparator_agents is not None else None
-        devices = self._comparator_devices()
+        devices = self.devices()
         loaded: dict[str, Any] = {}
         toks: dict[str, Any] = {}
         out = {}
@@ -71,43 +109,27 @@ class ComparatorPairs:
             if is_model_name(source):
                 key = f"{source}@{device}"
                 if key not in loaded:
-                    loaded[key] = freeze_model(load_causal_lm(str(source), self.model_config)).to(
+                    loaded[key] = freeze_model(load_causal_lm(str(source), t.model_config)).to(
                         device
                     )
                 if str(source) not in toks:
                     tok = AutoTokenizer.from_pretrained(
                         str(source),
-                        trust_remote_code=bool(self.model_config.get("trust_remote_code", False)),
+                        trust_remote_code=bool(t.model_config.get("trust_remote_code", False)),
                     )
                     ensure_pad_token(tok)
                     toks[str(source)] = tok
                 model, tok = loaded[key], toks[str(source)]
             else:
-                model, tok = freeze_model(source).to(device), self.tokenizers[actor]
-            out[actor] = (model, tok, same_vocab(tok, self.tokenizers[actor]))
+                model, tok = freeze_model(source).to(device), t.tokenizers[actor]
+            out[actor] = (model, tok, same_vocab(tok, t.tokenizers[actor]))
         return out
 
-    # ------------------------------------------------------------------ directories
-    def _output_dir(self, configured: str | None, sub: str) -> str:
-        if configured:
-            return os.path.abspath(os.path.expanduser(configured))
-        self.reporting.ensure_logger()
-        return os.path.abspath(os.path.join(self.run_dir, sub))
-
-    @property
-    def policy_dir(self) -> str:
-        """Where policy snapshots go."""
-        return self._output_dir(self.args.policy_checkpoint_dir, "policy_checkpoints")
-
-    @property
-    def reward_distribution_dir(self) -> str:
-        """Where the reward-distribution JSON and SVG files go."""
-        return self._output_dir(None, "reward_distributions")
-
     # ------------------------------------------------------------------ comparators
-    def _open_comparator(self, iteration: int) -> Comparator:
+    def open(self, iteration: int) -> Comparator:
         """The comparator of 1-based ``iteration`` (loads what it needs; ``close`` frees it)."""
-        a = self.args
+        t = self.trainer
+        a = t.args
         policy = a.comparator_policy
         budget = a.generation_batch_size
         centralized = a.comparator_generation_mode == "centralized"
@@ -116,48 +138,48 @@ class ComparatorPairs:
                 return CentralizedComparator(
                     "api",
                     api_writer(self.api_client, self._writer_index()),
-                    self._joint_builder.build_prompt,
-                    self.num_agents,
-                    self._splitter,
+                    self.joint_builder.build_prompt,
+                    t.num_agents,
+                    self.splitter,
                 )
             return ApiComparator(self.api_client)
         actors = self._needed_actors()
         models, toks, keeps = {}, {}, {}
         if policy == "current":
             for i in actors:
-                models[i], toks[i], keeps[i] = self.agents[i], self.tokenizers[i], True
+                models[i], toks[i], keeps[i] = t.agents[i], t.tokenizers[i], True
         elif policy == "current_copy":
-            devices = self._comparator_devices()
+            devices = self.devices()
             copies: dict[tuple[int, str], Any] = {}
             for i in actors:
-                if str(devices[i]) == str(self.agent_devices[i]):
+                if str(devices[i]) == str(t.agent_devices[i]):
                     # Weights do not change while pairs are sampled: no copy needed.
-                    models[i] = self.agents[i]
+                    models[i] = t.agents[i]
                 else:
-                    key = (id(self.agents[i]), str(devices[i]))
+                    key = (id(t.agents[i]), str(devices[i]))
                     if key not in copies:
-                        copies[key] = freeze_model(copy.deepcopy(self.agents[i])).to(devices[i])
+                        copies[key] = freeze_model(copy.deepcopy(t.agents[i])).to(devices[i])
                     models[i] = copies[key]
-                toks[i], keeps[i] = self.tokenizers[i], True
+                toks[i], keeps[i] = t.tokenizers[i], True
         elif policy == "history":
-            path = history_snapshot(self.policy_dir, iteration, a.comparator_history_k)
-            devices = self._comparator_devices()
+            path = history_snapshot(policy_dir(t), iteration, a.comparator_history_k)
+            devices = self.devices()
             for i in actors:
-                models[i] = load_snapshot_agent(path, i, self.model_config, devices[i])
-                toks[i], keeps[i] = self.tokenizers[i], True
+                models[i] = load_snapshot_agent(path, i, t.model_config, devices[i])
+                toks[i], keeps[i] = t.tokenizers[i], True
         else:
             for i in actors:
-                models[i], toks[i], keeps[i] = self._model_comparators[i]
+                models[i], toks[i], keeps[i] = self.model_comparators[i]
         if centralized:
             w = self._writer_index()
             return CentralizedComparator(
                 policy,
-                local_writer(models[w], toks[w], budget, keeps[w] and self._splitter is None),
-                self._joint_builder.build_prompt,
-                self.num_agents,
-                self._splitter,
+                local_writer(models[w], toks[w], budget, keeps[w] and self.splitter is None),
+                self.joint_builder.build_prompt,
+                t.num_agents,
+                self.splitter,
             )
-        order = list(range(self.num_agents))
+        order = list(range(t.num_agents))
         return PolicyComparator(
             policy,
             [models[i] for i in order],
@@ -167,22 +189,20 @@ class ComparatorPairs:
             max_sequences_per_call=budget,
         )
 
-    def _next_comparator_seed(self) -> int:
-        self.comparator_calls += 1
-        return self.comparator_seed + self.comparator_calls
+    def _next_seed(self) -> int:
+        self.calls += 1
+        return self.seed + self.calls
 
     # ------------------------------------------------------------------ pairs
     def _text_ids(self, actor: int, text: str) -> list[int]:
-        tok = self.tokenizers[actor]
+        tok = self.trainer.tokenizers[actor]
         return list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
 
-    def _pair_scores(self, texts, actor_prompts, items):
-        """Raw task rewards (or None) and the scores pairs are ranked by, as ``[item][k]``, and
-        with per-agent task rewards each agent's ``(raw, scores)`` (else None)."""
-        return self.score_joint_agents(texts, actor_prompts[0], items)
-
-    def _iteration_pairs(self, items, comparator: Comparator, params, iteration: int):
-        a = self.args
+    def iteration_pairs(self, items, comparator: Comparator, params, iteration: int):
+        """Target-vs-comparator pairs of ``items`` for 1-based ``iteration``, and the raw
+        rewards seen per side (``{"target": [...], "comparator": [...]}``, for drift logs)."""
+        t = self.trainer
+        a = t.args
         n_t = a.preference_num_candidates
         n_c = a.comparator_num_candidates or n_t
         per_call = a.rollout_batch_size or 1
@@ -190,20 +210,16 @@ class ComparatorPairs:
         seen = {"target": [], "comparator": []}
         for start in range(0, len(items), per_call):
             chunk = list(items[start : start + per_call])
-            target = self.sample_candidates(chunk, n_t, params)
-            actor_prompts = [[s.prompt for s in target[i]] for i in range(self.num_agents)]
-            with self.timed("generate"):
-                comp = comparator.generate(
-                    chunk, actor_prompts, n_c, params, self._next_comparator_seed()
-                )
+            target = sample_candidates(t, chunk, n_t, params)
+            actor_prompts = [[s.prompt for s in target[i]] for i in range(t.num_agents)]
+            with t.timed("generate"):
+                comp = comparator.generate(chunk, actor_prompts, n_c, params, self._next_seed())
             # sampled comparator tokens count towards throughput/tokens_per_s (API text: none)
-            self.timing.add_tokens(
-                sum(len(ids) for per in comp for c in per for ids in c.ids or [])
-            )
-            t_texts = [[s.texts for s in target[i]] for i in range(self.num_agents)]
-            c_texts = [[c.texts for c in comp[i]] for i in range(self.num_agents)]
-            t_raw, t_score, t_agents = self._pair_scores(t_texts, actor_prompts, chunk)
-            c_raw, c_score, c_agents = self._pair_scores(c_texts, actor_prompts, chunk)
+            t.timing.add_tokens(sum(len(ids) for per in comp for c in per for ids in c.ids or []))
+            t_texts = [[s.texts for s in target[i]] for i in range(t.num_agents)]
+            c_texts = [[c.texts for c in comp[i]] for i in range(t.num_agents)]
+            t_raw, t_score, t_agents = self.pair_scores(t_texts, actor_prompts, chunk)
+            c_raw, c_score, c_agents = self.pair_scores(c_texts, actor_prompts, chunk)
             # Per-agent task rewards pair target and comparator once per agent, by that agent's
             # own reward; each such pair trains only its agent (PreferencePair.agent).
             rankings = [(None, t_raw, c_raw, t_score, c_score)]
@@ -226,7 +242,8 @@ class ComparatorPairs:
         return pairs, seen
 
     def _item_pairs(self, j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, it):
-        a = self.args
+        trainer = self.trainer
+        a = trainer.args
         ts, cs = t_score[j], c_score[j]
         if a.comparator_pairing == "aligned":
             combos = [(k, k) for k in range(min(len(ts), len(cs)))]
@@ -237,7 +254,7 @@ class ComparatorPairs:
             candidates,
             a.pair_selection,
             a.preference_pairs_per_sample,
-            self.pair_rng,
+            trainer.pair_rng,
             sort_key=lambda p: (p[3], p[2]),
         )
         mean = float(np.mean(list(ts) + list(cs)))
@@ -245,7 +262,7 @@ class ComparatorPairs:
         for t, c, _gap, _cr in chosen:
             target_wins = ts[t] > cs[c]
             t_ids, c_ids, prompts, prompt_ids = [], [], [], []
-            for i in range(self.num_agents):
+            for i in range(trainer.num_agents):
                 t_ids.append(list(target[i][j].completion_ids[t]))
                 ids = comp[i][j].ids
                 c_ids.append(
@@ -253,8 +270,8 @@ class ComparatorPairs:
                 )
                 prompts.append(target[i][j].prompt)
                 prompt_ids.append(list(target[i][j].prompt_ids))
-            t_side = ([t_texts[i][j][t] for i in range(self.num_agents)], t_ids, ts[t])
-            c_side = ([c_texts[i][j][c] for i in range(self.num_agents)], c_ids, cs[c])
+            t_side = ([t_texts[i][j][t] for i in range(trainer.num_agents)], t_ids, ts[t])
+            c_side = ([c_texts[i][j][c] for i in range(trainer.num_agents)], c_ids, cs[c])
             win, lose = (t_side, c_side) if target_wins else (c_side, t_side)
             tr = t_raw[j][t] if t_raw is not None else None
             cr = c_raw[j][c] if c_raw is not None else None

@@ -44,6 +44,7 @@ from comlrl.core.devices import validate_device_spec
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES
 from comlrl.pbrl.reward_model import POOLINGS
+from comlrl.pbrl.rl_section import RLSection, fold_rl_section
 
 COLLABORATION_MODES = ("decentralized", "centralized")
 COLLABORATION_ALIASES = {
@@ -295,12 +296,21 @@ class MARLHFConfig(MADPOConfig):
     value_clip_range: float | None = VALUE_CLIP_RANGE(0.2)
     critic_value_head_hidden_dim: int | None = CRITIC_VALUE_HEAD_HIDDEN_DIM(None)
     value_head_hidden_dim: int | None = VALUE_HEAD_HIDDEN_DIM(None)
+    rl: dict | None = knob(
+        None,
+        help="The RL phase's own settings: fields of `rl_algorithm`'s config (e.g. "
+        "`{policy_loss: ppo, num_iterations: 2}`: PPO passes per batch), on top of the settings "
+        "MARLHF shares with it. The flat `advantage_mode`, `num_generations`, `policy_loss`, "
+        "critic and value fields are deprecated aliases of the same `rl` keys.",
+        check=RLSection(),
+    )
 
     accepts_reference_kl: ClassVar[bool] = True
     algorithm_label: ClassVar[str] = "MARLHF"
 
     def _check_relations(self) -> None:
         super()._check_relations()
+        fold_rl_section(self)
         if self.rl_stop_accuracy is not None and not self.reward_model_onpolicy_check:
             raise ValueError(
                 "rl_stop_accuracy needs reward_model_onpolicy_check=True (the stop reads the "

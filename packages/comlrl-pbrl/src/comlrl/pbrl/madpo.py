@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import warnings
@@ -12,9 +13,15 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
+from comlrl.core.devices import plan_devices
+from comlrl.core.distributed import all_gather_objects
+from comlrl.core.logprobs import score
 from comlrl.core.logprobs.budget import min_budget, token_budget
+from comlrl.core.loop import units_of
+from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.optim import build_adamw
 from comlrl.core.train_step import Target, accumulate_gradients, train_step
+from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.dpo import DPOOutput
@@ -22,10 +29,34 @@ from comlrl.pbrl.pair_batches import pair_groups
 from comlrl.pbrl.pairs import PreferencePair
 
 
-class DPOMixin:
-    """The DPO update shared by MADPO and MADPOIter: one joint loss, one backward per batch."""
+class MADPOTrainer(PreferenceTrainerBase):
+    """Multi-agent DPO (CoMLRL-compatible constructor and methods).
+
+    Preference data is sampled once from the initial policy (``preference_num_candidates``
+    aligned joint candidates per item, ranked by the task reward); DPO then runs for
+    ``num_train_epochs`` epochs over the pairs. Logged: ``dpo/loss``, ``dpo/accuracy``,
+    ``dpo/margin``, ``dpo/reward_margin``, chosen/rejected log-probs per agent, grad norms.
+
+    Attributes:
+        preference_pairs: the pair set (None until sampled).
+        optimizers: one AdamW per agent.
+    """
+
+    algorithm_name = "MADPO"
+    default_config_cls = MADPOConfig
+    checkpoint_kind = "madpo"
+    progress_metric = "dpo_accuracy"  # the bar shows the DPO accuracy, not a reward
+
+    def setup(self, inputs) -> None:
+        """The preference base's set-up, then the DPO optimizers."""
+        super().setup(inputs)
+        self._init_dpo()
+        self.preference_pairs: list[PreferencePair] | None = None
+
+    # ------------------------------------------------------------------ DPO
 
     def _init_dpo(self) -> None:
+        """One AdamW per agent; agents sharing a model object step it once per update."""
         a = self.args
         self.optimizers = [
             build_adamw(m.parameters(), lr=a.agent_learning_rate, weight_decay=a.weight_decay)
@@ -127,10 +158,85 @@ class DPOMixin:
 
         return loss_of
 
+    # ------------------------------------------------------------------ reference log-probs
+    def sequence_logps(
+        self, actor: int, prompt_ids, completion_ids, model=None, *, grad: bool
+    ) -> torch.Tensor:
+        """Summed token log-probs (EOS included, pads never) of completions under ``model``
+        (default: the actor itself), in forwards of at most ``logprob_max_tokens`` tokens.
+
+        Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
+        gets one reference log-prob), rows packed or grouped by length
+        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``). DPO scores at temperature 1
+        whatever the candidates were sampled at: its loss has no importance ratio over the
+        samples, and its optimum is stated for the model's own distribution."""
+        model = self.agents[actor] if model is None else model
+        return score(
+            model,
+            prompt_ids,
+            completion_ids,
+            pad_id=self.tokenizers[actor].pad_token_id,
+            max_tokens=self.args.logprob_max_tokens,
+            grad=grad,
+            layout="packed",
+        ).sequence_sum()
+
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
-        """As the base's; the time counts towards ``timing/update``."""
+        """Cache reference log-probs of every pair's winner and loser, per actor.
+
+        The reference is ``reference_model_name`` when set (loaded, used, freed), else the
+        actors as they are now (before the coming updates). The time counts towards
+        ``timing/update``.
+        """
+        if not pairs:
+            return
         with self.timed("update"):
-            super().attach_reference_logps(pairs)
+            self._attach_reference_logps(pairs)
+
+    def _attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
+        a = self.args
+        refs = None
+        if a.reference_model_name is not None:
+            devices = (
+                plan_devices("mp", a.reference_devices, self.num_agents, "reference_devices")
+                if a.reference_devices is not None
+                else self.agent_devices
+            )
+            loaded = freeze_model(load_causal_lm(a.reference_model_name, self.model_config))
+            refs = [loaded.to(devices[0])] + [
+                copy.deepcopy(loaded).to(d) if str(d) != str(devices[0]) else loaded
+                for d in devices[1:]
+            ]
+        try:
+            for i in range(self.num_agents):
+                model = self.agents[i] if refs is None else refs[i]
+                was_training = model.training
+                model.eval()
+                try:
+                    prompts = [p.prompt_ids[i] for p in pairs] * 2
+                    comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
+                    values = self.sequence_logps(i, prompts, comps, model, grad=False).tolist()
+                finally:
+                    model.train(was_training)
+                n = len(pairs)
+                for j, pair in enumerate(pairs):
+                    if i == 0:
+                        pair.reference_logps = []
+                    pair.reference_logps.append([values[j], values[n + j]])
+        finally:
+            del refs
+
+    def attach_reference_logps_sharded(self, pairs: Sequence[PreferencePair]) -> None:
+        """:meth:`attach_reference_logps` for pairs every rank holds: each rank scores its
+        share and the values are gathered (a single process scores them all)."""
+        if not self.dist.is_distributed:
+            self.attach_reference_logps(pairs)
+            return
+        mine = candidates.rank_share(pairs, self.dist)
+        self.attach_reference_logps(mine)
+        parts = all_gather_objects([p.reference_logps for p in mine], self.dist)
+        for pair, logps in zip(pairs, [v for part in parts for v in part]):
+            pair.reference_logps = logps
 
     def dpo_update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
         """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped)."""
@@ -204,6 +310,52 @@ class DPOMixin:
                 units.pop()
         return units
 
+    # ------------------------------------------------------------------ the contract
+    def prepare(self, stage: int):
+        """Sample the preference pairs once, at the first stage (a restored run has them, and
+        asks for no checkpoint), then the stage's DPO updates."""
+        sampled = self.prepared_stage != stage and self.preference_pairs is None
+        if sampled:
+            self._sample_pairs()
+        self.prepared_stage = stage
+        units = self.dpo_units(self.preference_pairs or [], stage)
+        return units_of(units, "preference_data" if sampled else None)
+
+    def _sample_pairs(self) -> None:
+        # Under a multi-process launch each rank samples and scores its share of the items
+        # (and their reference log-probs); the pairs are then gathered on every rank.
+        pairs, stats, num_items = candidates.sample_policy_pairs(self)
+        if not self.args.reference_free:
+            self.attach_reference_logps(pairs)
+        pairs, stats = candidates.gather_pairs(pairs, stats, num_items, self.dist)
+        if not pairs:
+            self.warn_no_pairs()
+        self.preference_pairs = pairs
+        self.reporting.log_record(stats)
+
+    def collect(self, unit: list[int]) -> list[PreferencePair]:
+        """This rank's share of the unit's pairs (one training unit)."""
+        self.units_done += 1
+        return candidates.rank_share([self.preference_pairs[i] for i in unit], self.dist)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["updates_seen"] = self.updates_seen
+        state["preference_pairs"] = (
+            None
+            if self.preference_pairs is None
+            else [p.to_record() for p in self.preference_pairs]
+        )
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.updates_seen = int(state["updates_seen"])
+        pairs = state["preference_pairs"]
+        self.preference_pairs = (
+            None if pairs is None else [PreferencePair.from_record(r) for r in pairs]
+        )
+
 
 def owned_rows(values: torch.Tensor, pairs: Sequence[PreferencePair], actor: int) -> torch.Tensor:
     """Actor ``actor``'s winner-then-loser log-probs, detached in the pairs another agent owns.
@@ -252,70 +404,3 @@ def _merge_parts(parts: list[DPOOutput], groups: list[list[int]], n: int) -> DPO
         chosen=[joined([p.chosen[i] for p in parts]) for i in actors],
         rejected=[joined([p.rejected[i] for p in parts]) for i in actors],
     )
-
-
-class MADPOTrainer(DPOMixin, PreferenceTrainerBase):
-    """Multi-agent DPO (CoMLRL-compatible constructor and methods).
-
-    Preference data is sampled once from the initial policy (``preference_num_candidates``
-    aligned joint candidates per item, ranked by the task reward); DPO then runs for
-    ``num_train_epochs`` epochs over the pairs. Logged: ``dpo/loss``, ``dpo/accuracy``,
-    ``dpo/margin``, ``dpo/reward_margin``, chosen/rejected log-probs per agent, grad norms.
-
-    Attributes:
-        preference_pairs: the pair set (None until sampled).
-        optimizers: one AdamW per agent.
-    """
-
-    algorithm_name = "MADPO"
-    default_config_cls = MADPOConfig
-    checkpoint_kind = "madpo"
-    progress_metric = "dpo_accuracy"  # the bar shows the DPO accuracy, not a reward
-
-    def setup(self, inputs) -> None:
-        """The preference base's set-up, then the DPO optimizers."""
-        super().setup(inputs)
-        self._init_dpo()
-        self.preference_pairs: list[PreferencePair] | None = None
-
-    def _prepare_stage(self, stage: int) -> bool:
-        if self.preference_pairs is not None:
-            return False
-        params = self.rollouts.sampling_params(self.generation_kwargs)
-        # Under a multi-process launch each rank samples and scores its share of the items
-        # (and their reference log-probs); the pairs are then gathered on every rank.
-        items = self.rank_share(list(self.get_train_dataloader()))
-        pairs, stats = self.build_policy_pairs(items, params)
-        if not self.args.reference_free:
-            self.attach_reference_logps(pairs)
-        pairs, stats = self.gather_pairs(pairs, stats, len(items))
-        if not pairs:
-            self._warn_no_pairs()
-        self.preference_pairs = pairs
-        self.reporting.log_record(stats)
-        return True
-
-    def _stage_units(self, stage: int) -> list[list[int]]:
-        return self.dpo_units(self.preference_pairs or [], stage)
-
-    def collect(self, unit: list[int]) -> list[PreferencePair]:
-        """This rank's share of the unit's pairs."""
-        return self.rank_share([self.preference_pairs[i] for i in unit])
-
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["updates_seen"] = self.updates_seen
-        state["preference_pairs"] = (
-            None
-            if self.preference_pairs is None
-            else [p.to_record() for p in self.preference_pairs]
-        )
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.updates_seen = int(state["updates_seen"])
-        pairs = state["preference_pairs"]
-        self.preference_pairs = (
-            None if pairs is None else [PreferencePair.from_record(r) for r in pairs]
-        )

@@ -2,9 +2,10 @@
 
 The RL phase is any registered algorithm (``rl_algorithm``: magrpo, mareinforce, maremax,
 marloo from comlrl-reinforce; iac, maac from comlrl-ac), found through the algorithm registry,
-so comlrl-pbrl depends on neither family. The RL trainer is built once, in ``__init__``, on the
-same agent objects, and its training steps are driven from here: one logger, one monotonic
-``env_step``, and one checkpoint that holds the reward model and the RL trainer's state.
+so comlrl-pbrl depends on neither family. The RL algorithm is built once, in ``__init__``, on
+the same agent objects; MARLHF's ``collect`` and ``update`` are its own, driven by the core
+loop (:mod:`comlrl.pbrl.rl_phase`): one logger, one monotonic ``env_step``, and one checkpoint
+that holds the reward model and the RL algorithm's state.
 """
 
 from __future__ import annotations
@@ -17,23 +18,26 @@ import torch
 
 from comlrl.core import loop
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
+from comlrl.core.loop import EndOfPass, units_of
 from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
+from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig
 from comlrl.pbrl.pairs import PreferencePair
-from comlrl.pbrl.reward_model import (
-    JointRewardModel,
-)
+from comlrl.pbrl.reward_fit import fit_reward_model
+from comlrl.pbrl.reward_model import JointRewardModel
 from comlrl.pbrl.rl_phase import (
+    RL_OWNED_STATE_KEYS,
     RewardModelReward,
+    RLBatch,
+    build_rl_algorithm,
+    mean_joint_scores,
     resolve_rl_algorithm,
-    rl_config,
+    rl_units,
 )
-from comlrl.pbrl.rm_checks import OnPolicyCheck, RewardModelTraining
-
-# Fields whose None is a real setting (not "use the RL trainer's default").
+from comlrl.pbrl.rm_checks import OnPolicyCheck
 
 
 @dataclasses.dataclass
@@ -45,8 +49,58 @@ class RLHFInputs(PreferenceInputs):
     critics: Any = None
 
 
-class RLHFMixin(RewardModelTraining):
-    """Reward-model training and the RL phase, shared by MARLHF and MARLHFIter."""
+class MARLHFTrainer(PreferenceTrainerBase):
+    """Multi-agent RLHF (CoMLRL-compatible constructor and methods).
+
+    Phases: (1) preference pairs from the initial policy, ranked by the task reward, as in
+    MADPO; (2) a :class:`JointRewardModel` trained on them with a Bradley-Terry loss
+    (``reward_model/loss``, ``reward_model/accuracy`` logged); (3) ``num_train_epochs`` epochs of
+    ``rl_algorithm`` with the reward model as the reward. Evaluation uses the task reward.
+
+    Extra arguments: ``metrics_callback`` (passed to actor-critic RL trainers), ``critic_model``
+    and ``critics`` (critics for iac/maac).
+
+    Attributes:
+        reward_model: the joint reward model; ``reward_tokenizer`` its tokenizer.
+        rl_trainer: the RL algorithm (a trainer of its family) that updates the agents.
+        preference_pairs: the pairs of phase (1).
+    """
+
+    algorithm_name = "MARLHF"
+    default_config_cls = MARLHFConfig
+    checkpoint_kind = "marlhf"
+    rl_trainer: Any = None
+    _env_step = 0
+    _generation_kwargs: dict = {}
+
+    inputs_cls = RLHFInputs
+    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
+    __init__ = compat_constructor(
+        signature_of(
+            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
+            keyword_only=("centralized_comparator_adapter", "model"),
+        ),
+        RLHFInputs,
+    )
+
+    def setup(self, inputs: RLHFInputs) -> None:
+        """The preference base's set-up, then the reward model and the RL trainer."""
+        self._rlhf_inputs = dict(critic_model=inputs.critic_model, critics=inputs.critics)
+        super().setup(inputs)
+        self._init_rlhf(metrics_callback=inputs.metrics_callback, critics=inputs.critics)
+        self.preference_pairs: list[PreferencePair] | None = None
+        self.num_preference_pairs = 0
+        self.pairs_sampled = False
+
+    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
+        super()._validate_before_loading(
+            args, agent_model=agent_model, agents=agents, num_agents=num_agents
+        )
+        self._validate_rlhf_inputs(
+            args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
+        )
+
+    # ------------------------------------------------------------------ reward model and RL phase
 
     def _validate_rlhf_inputs(self, args, *, agent_model, agents, critic_model, critics) -> None:
         """Everything that can fail before loading: the RL algorithm, model sources, devices."""
@@ -108,78 +162,81 @@ class RLHFMixin(RewardModelTraining):
         self.reward_model_metrics: dict[str, float] = {}
         self.rm_check = OnPolicyCheck()
         self.rm_reward = RewardModelReward(self)
-        self.rl_trainer = self._build_rl_trainer(metrics_callback, critics)
+        self.rl_trainer = build_rl_algorithm(
+            self,
+            self.rl_trainer_cls,
+            metrics_callback=metrics_callback,
+            critic_source=self._critic_source,
+            critics=critics,
+        )
 
     def _new_reward_optimizer(self):
         params = [p for p in self.reward_model.parameters() if p.requires_grad]
         return build_adamw(params, lr=self.args.reward_learning_rate)
 
-    def _rl_config(self):
-        return rl_config(self.args, self.rl_trainer_cls.default_config_cls, self.num_agents)
+    def fit_reward_model(self, pairs) -> dict[str, float]:
+        """Fit the reward model on ``pairs`` (see :func:`comlrl.pbrl.reward_fit.fit_reward_model`)."""
+        return fit_reward_model(self, pairs)
 
-    def _build_rl_trainer(self, metrics_callback, critics):
-        cls = self.rl_trainer_cls
-        fields = {f.name for f in dataclasses.fields(cls.inputs_cls)}
-        values: dict[str, Any] = dict(
-            agents=list(self.agents),
-            num_agents=self.num_agents,
-            tokenizer=list(self.tokenizers),
-            model_config=self.model_config,
-            train_dataset=self.train_dataset,
-            reward_func=self.rm_reward,
-            formatters=list(self.formatters),
-            args=self._rl_config(),
-        )
-        extras = dict(metrics_callback=metrics_callback, critic_model=self._critic_source)
-        extras["critics"] = critics
-        for key, value in extras.items():
-            if value is None:
-                continue
-            if key not in fields:
-                if key == "metrics_callback":
-                    continue  # a callback for actor-critic RL phases only
-                raise ValueError(f"rl_algorithm={self.args.rl_algorithm!r} takes no {key}.")
-            values[key] = value
-        trainer = cls.from_inputs(cls.inputs_cls(**values))
-        trainer.verbose = False
-        return trainer
+    def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
+        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
+        (a reward model of per-agent rewards: the mean of the agents' scores)."""
+        return mean_joint_scores(self, prompts_per_actor, completions_per_actor)
 
-    # ------------------------------------------------------------------ the RL phase
-    def rl_units(self) -> list[tuple[str, int]]:
-        """One unit per global rollout batch of the dataset, then the end-of-epoch drain. Under
-        several processes a global batch is every rank's batch together, and the last
-        ``len % world_size`` items are left out so the ranks get equal shares."""
-        world = self.dist.world_size
-        size = max(1, self.rl_trainer.items_per_batch()) * world
-        total = len(self.get_train_dataloader())
-        total -= total % world
-        return [("batch", s) for s in range(0, total, size)] + [("end_epoch", total)]
+    # ------------------------------------------------------------------ the RL algorithm's counters
+    # One counter each for the run: MARLHF's env step, optimizer steps and rollout buffer are the
+    # RL algorithm's (before it exists, during set-up, MARLHF keeps its own env step).
+    @property
+    def env_step(self) -> int:
+        """Joint actions rolled out (the RL algorithm's counter)."""
+        return self._env_step if self.rl_trainer is None else self.rl_trainer.env_step
 
-    def run_rl_unit(self, unit: tuple[str, int]) -> None:
-        """Run one RL batch (or the end-of-epoch drain) on the RL trainer, sharing this
-        trainer's logger and ``env_step``."""
-        kind, start = unit
-        inner = self.rl_trainer
-        inner.reporting.logger = self.reporting.ensure_logger()
-        inner.env_step = self.env_step
-        inner.epoch = self.epoch
-        inner.generation_kwargs = self.generation_kwargs
-        if self.rl_stopped:
-            return
-        try:
-            if kind == "batch":
-                data = self.get_train_dataloader()
-                world = self.dist.world_size
-                size = max(1, inner.items_per_batch()) * world
-                count = min(size, len(data) - len(data) % world - start)
-                inner.run_unit(loop.materialize(inner, loop.ItemBatch(start, count)))
-                self.reporting.last_reward_mean = inner.reporting.last_reward_mean
-            else:
-                loop.finish_stage(inner, self.epoch)
-                if self.args.reward_model_onpolicy_check:
-                    self.reporting.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
-        finally:
-            self.env_step = inner.env_step
+    @env_step.setter
+    def env_step(self, value: int) -> None:
+        if self.rl_trainer is None:
+            self._env_step = value
+        else:
+            self.rl_trainer.env_step = value
+
+    @property
+    def agent_steps(self) -> dict[int, int]:
+        """Optimizer steps per agent (the RL algorithm's; the reward model's are not counted)."""
+        return {} if self.rl_trainer is None else getattr(self.rl_trainer, "agent_steps", {})
+
+    @agent_steps.setter
+    def agent_steps(self, value: dict[int, int]) -> None:
+        self.rl_trainer.agent_steps = value
+
+    @property
+    def rollout_buffer(self):
+        """The RL algorithm's buffer, which the loop fills in the RL phase."""
+        return None if self.rl_trainer is None else self.rl_trainer.rollout_buffer
+
+    @property
+    def sample_cls(self):
+        """How the RL algorithm's buffered samples checkpoint."""
+        return self.rl_trainer.sample_cls
+
+    @property
+    def joint_sample_cls(self):
+        """How the RL algorithm's buffered joint samples checkpoint."""
+        return self.rl_trainer.joint_sample_cls
+
+    @property
+    def shuffle_rng(self):
+        """The RL algorithm's buffer-shuffling RNG."""
+        return self.rl_trainer.shuffle_rng
+
+    @property
+    def generation_kwargs(self) -> dict:
+        """``train()``'s keyword arguments for ``generate``; the RL algorithm samples with them."""
+        return self._generation_kwargs
+
+    @generation_kwargs.setter
+    def generation_kwargs(self, value: dict) -> None:
+        self._generation_kwargs = value
+        if self.rl_trainer is not None:
+            self.rl_trainer.generation_kwargs = value
 
     @property
     def rl_stopped(self) -> bool:
@@ -187,6 +244,12 @@ class RLHFMixin(RewardModelTraining):
         return self.rm_check.stopped
 
     # ------------------------------------------------------------------ resumable state
+    @property
+    def checkpoint_portable_fields(self) -> tuple[str, ...]:
+        """Config fields the checkpoint fingerprint leaves out: an empty ``rl`` section, which
+        trains as the checkpoints written before the section existed did."""
+        return () if self.args.rl else ("rl",)
+
     def trainable_models(self) -> dict[str, Any]:
         models = dict(self.rl_trainer.trainable_models())
         models["reward_model"] = self.reward_model
@@ -223,93 +286,68 @@ class RLHFMixin(RewardModelTraining):
         if "rm_check" in state:
             self.rm_check.load_state_dict(state["rm_check"])
 
-
-class MARLHFTrainer(RLHFMixin, PreferenceTrainerBase):
-    """Multi-agent RLHF (CoMLRL-compatible constructor and methods).
-
-    Phases: (1) preference pairs from the initial policy, ranked by the task reward, as in
-    MADPO; (2) a :class:`JointRewardModel` trained on them with a Bradley-Terry loss
-    (``reward_model/loss``, ``reward_model/accuracy`` logged); (3) ``num_train_epochs`` epochs of
-    ``rl_algorithm`` with the reward model as the reward. Evaluation uses the task reward.
-
-    Extra arguments: ``metrics_callback`` (passed to actor-critic RL trainers), ``critic_model``
-    and ``critics`` (critics for iac/maac).
-
-    Attributes:
-        reward_model: the joint reward model; ``reward_tokenizer`` its tokenizer.
-        rl_trainer: the RL trainer that updates the agents.
-        preference_pairs: the pairs of phase (1).
-    """
-
-    algorithm_name = "MARLHF"
-    default_config_cls = MARLHFConfig
-    checkpoint_kind = "marlhf"
-
-    inputs_cls = RLHFInputs
-    run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
-    __init__ = compat_constructor(
-        signature_of(
-            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
-            keyword_only=("centralized_comparator_adapter", "model"),
-        ),
-        RLHFInputs,
-    )
-
-    def setup(self, inputs: RLHFInputs) -> None:
-        """The preference base's set-up, then the reward model and the RL trainer."""
-        self._rlhf_inputs = dict(critic_model=inputs.critic_model, critics=inputs.critics)
-        super().setup(inputs)
-        self._init_rlhf(metrics_callback=inputs.metrics_callback, critics=inputs.critics)
-        self.preference_pairs: list[PreferencePair] | None = None
-        self.num_preference_pairs = 0
-        self.pairs_sampled = False
-
-    def _validate_before_loading(self, args, *, agent_model, agents, num_agents) -> None:
-        super()._validate_before_loading(
-            args, agent_model=agent_model, agents=agents, num_agents=num_agents
-        )
-        self._validate_rlhf_inputs(
-            args, agent_model=agent_model, agents=agents, **self._rlhf_inputs
+    # ------------------------------------------------------------------ the contract
+    def prepare(self, stage: int):
+        """Sample the preference pairs and fit the reward model once, at the first stage (a
+        restored run has them, and asks for no checkpoint), then the stage's RL epoch."""
+        sampled = self.prepared_stage != stage and not self.pairs_sampled
+        if sampled:
+            # Each rank samples its share of the items; every rank then holds all the pairs.
+            pairs, stats, num_items = candidates.sample_policy_pairs(self)
+            pairs, stats = candidates.gather_pairs(pairs, stats, num_items, self.dist)
+            self.reporting.log_record(stats)
+            self.preference_pairs = pairs
+            self.num_preference_pairs = len(pairs)
+            self.pairs_sampled = True
+            if pairs:
+                self.fit_reward_model(pairs)
+            else:
+                self.warn_no_pairs()
+        self.prepared_stage = stage
+        return units_of(
+            rl_units(self) if self.reward_model_trained else [],
+            "preference_data" if sampled else None,
         )
 
-    def _prepare_stage(self, stage: int) -> bool:
-        if self.pairs_sampled:
-            return False
-        params = self.rollouts.sampling_params(self.generation_kwargs)
-        # Each rank samples its share of the items; every rank then holds all the pairs.
-        items = self.rank_share(list(self.get_train_dataloader()))
-        pairs, stats = self.build_policy_pairs(items, params)
-        pairs, stats = self.gather_pairs(pairs, stats, len(items))
-        self.reporting.log_record(stats)
-        self.preference_pairs = pairs
-        self.num_preference_pairs = len(pairs)
-        self.pairs_sampled = True
-        if not pairs:
-            self._warn_no_pairs()
-            return True
-        self.fit_reward_model(pairs)
-        return True
+    def collect(self, unit):
+        """An RL batch: the RL algorithm's experience of this rank's share of its items; the
+        end of an RL epoch (after the loop used the buffer's remainder): the RL algorithm's
+        end-of-stage work and the on-policy check's epoch metrics. Nothing once
+        ``rl_stop_accuracy`` stopped the RL phase."""
+        if self.rl_stopped:
+            return None
+        if isinstance(unit, EndOfPass):
+            self.rl_trainer.end_stage(self.epoch)
+            if self.args.reward_model_onpolicy_check:
+                self.reporting.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
+            return None
+        self.units_done += 1
+        items = loop.materialize(self, loop.ItemBatch(unit.start, unit.count))
+        return self.rl_trainer.collect(items)
 
-    def _stage_units(self, stage: int):
-        if not self.reward_model_trained:
-            return []
-        return self.rl_units()
+    def update(self, experience) -> dict[str, float] | None:
+        """The RL algorithm's update on the buffer's experience."""
+        return self.rl_trainer.update(experience)
 
-    def _run_unit(self, unit) -> None:
-        self.run_rl_unit(unit)
-
-    def _unit_trains(self, unit) -> bool:
-        return unit[0] == "batch" and not self.rl_stopped
+    def eval_due(self, unit) -> bool:
+        """Evaluate before every ``eval_interval``-th RL batch (never once the RL phase
+        stopped)."""
+        return isinstance(unit, RLBatch) and not self.rl_stopped and super().eval_due(unit)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
+        for key in RL_OWNED_STATE_KEYS:
+            state.pop(key, None)
         state.update(self._rlhf_state())
         state["num_preference_pairs"] = self.num_preference_pairs
         state["pairs_sampled"] = self.pairs_sampled
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+        # The core's loader restores the RL algorithm's buffer through this trainer (the same
+        # objects), so it reads the keys the RL state holds; the RL state is restored after.
+        owned = {k: state["rl"][k] for k in RL_OWNED_STATE_KEYS if k in state["rl"]}
+        super().load_state_dict({**state, **owned})
         self._load_rlhf_state(state)
         self.num_preference_pairs = int(state["num_preference_pairs"])
         self.pairs_sampled = bool(state["pairs_sampled"])

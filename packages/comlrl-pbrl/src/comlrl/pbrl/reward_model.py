@@ -22,6 +22,7 @@ from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.models import model_load_kwargs, unresolved_model
 from comlrl.core.quiet import quiet_hub_progress
 from comlrl.core.train_step import Target, train_step
+from comlrl.pbrl.candidates import rank_share
 
 JOINT_HEADER = "Joint multi-agent response"
 # How a row's hidden states become the one vector the head scores.
@@ -231,7 +232,7 @@ def train_reward_model(
                 # this rank's share of the batch mean; the ranks' gradients are then averaged
                 return loss * len(rows) / size * world, seen
 
-            mine = trainer.rank_share(idx)
+            mine = rank_share(idx, trainer.dist)
             step = train_step(
                 trainer, target, [mine] if mine else [], loss_of, what="reward-model loss"
             )

@@ -1,13 +1,23 @@
-"""What MARLHF's RL phase runs on: the RL algorithm found through the registry, the joint
-reward model's score as the reward, and the trainer's data parallelism for reward-model
-training."""
+"""What MARLHF's RL phase runs on: the RL algorithm found through the registry and built on
+MARLHF's agents, its config (MARLHF's shared settings with the ``rl`` section on top), its
+units, and the joint reward model's score as its reward.
+
+The RL algorithm is a trainer of its family that MARLHF holds and drives through the core
+contract: MARLHF's ``collect``/``update`` are the algorithm's, the core loop buffers into the
+algorithm's buffer, and the algorithm works through MARLHF's reporting and timer
+(:func:`build_rl_algorithm`), so the run has one logger, one logging cadence, one env-step counter
+and one count of optimizer steps.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.loop import EndOfPass
 from comlrl.core.registry import PROVIDERS, load_algorithm
+from comlrl.core.timing import PhaseTimer
 from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
@@ -20,7 +30,7 @@ _NOT_SHARED = {"num_iterations"}
 def rl_config(args: Any, cls: type, num_agents: int) -> Any:
     """The RL phase's config: ``cls`` (the RL algorithm's config) with every field it shares
     with MARLHF's ``args`` (a None left to the RL default unless None is a setting of its own),
-    single-turn, for ``num_agents`` agents."""
+    then the ``rl`` section of ``args`` on top, single-turn, for ``num_agents`` agents."""
     names = {f.name for f in dataclasses.fields(cls)}
     values = {}
     for f in dataclasses.fields(args):
@@ -30,13 +40,92 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         if value is None and f.name not in _NONE_IS_A_SETTING:
             continue
         values[f.name] = value
+    section = dict(args.rl or {})
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise ValueError(
+            f"rl.{unknown[0]} is not a setting of rl_algorithm={args.rl_algorithm!r} "
+            f"({cls.__name__}); valid keys: {', '.join(sorted(names))}."
+        )
+    values.update(section)
     values["num_turns"] = 1
     if "num_agents" in names:
         values["num_agents"] = num_agents
     if "collaboration_mode" in names:
         values.pop("collaboration_mode")
     values.pop("output_dir", None)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ValueError(
+            f"the RL phase's config (rl_algorithm={args.rl_algorithm!r}): {exc}"
+        ) from exc
+
+
+# Keys of the core's part of a trainer state that describe the RL algorithm's buffer and
+# optimizer-step counts (comlrl.core.checkpoint.trainer_state): they are the RL algorithm's, so
+# a MARLHF checkpoint holds them in the RL state only.
+RL_OWNED_STATE_KEYS = (
+    "agent_steps",
+    "rollout_buffers",
+    "buffer_step",
+    "critic_buffer",
+    "shuffle_rng",
+)
+
+
+@dataclass
+class RLBatch:
+    """A unit of the RL phase: one global rollout batch, ``count`` items from ``start`` of the
+    epoch's order (the end of an RL epoch is an :class:`~comlrl.core.loop.EndOfPass`)."""
+
+    start: int
+    count: int
+
+
+def rl_units(trainer: Any) -> list:
+    """One RL epoch: a unit per global rollout batch of the dataset, then its end. Under
+    several processes a global batch is every rank's batch together, and the last
+    ``len % world_size`` items are left out so the ranks get equal shares."""
+    world = trainer.dist.world_size
+    size = max(1, trainer.rl_trainer.items_per_batch()) * world
+    total = len(trainer.get_train_dataloader())
+    total -= total % world
+    batches = [RLBatch(s, min(size, total - s)) for s in range(0, total, size)]
+    return [*batches, EndOfPass()]
+
+
+def build_rl_algorithm(trainer: Any, cls: type, *, metrics_callback, critic_source, critics):
+    """The RL algorithm ``cls`` built on MARLHF ``trainer``'s agents, tokenizers, data and
+    formatters, with the reward model's score as its reward; it reports and times through the
+    trainer's collaborators (its timer then knows the phases of both)."""
+    t = trainer
+    fields = {f.name for f in dataclasses.fields(cls.inputs_cls)}
+    values: dict[str, Any] = dict(
+        agents=list(t.agents),
+        num_agents=t.num_agents,
+        tokenizer=list(t.tokenizers),
+        model_config=t.model_config,
+        train_dataset=t.train_dataset,
+        reward_func=t.rm_reward,
+        formatters=list(t.formatters),
+        args=rl_config(t.args, cls.default_config_cls, t.num_agents),
+    )
+    extras = dict(metrics_callback=metrics_callback, critic_model=critic_source, critics=critics)
+    for key, value in extras.items():
+        if value is None:
+            continue
+        if key not in fields:
+            if key == "metrics_callback":
+                continue  # a callback for actor-critic RL phases only
+            raise ValueError(f"rl_algorithm={t.args.rl_algorithm!r} takes no {key}.")
+        values[key] = value
+    rl = cls.from_inputs(cls.inputs_cls(**values))
+    rl.verbose = False
+    t.timing_phases = tuple(dict.fromkeys((*t.timing_phases, *rl.timing_phases)))
+    t.timing = rl.timing = PhaseTimer(t.timing_phases)
+    rl.reporting = t.reporting
+    return rl
 
 
 def resolve_rl_algorithm(name: str):

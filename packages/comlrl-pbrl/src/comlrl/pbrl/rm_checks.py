@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import torch.nn.functional as F
 
-from comlrl.pbrl.reward_model import format_joint_text, score_texts, train_reward_model
-from comlrl.pbrl.rl_phase import mean_joint_scores
+from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 
 def split_heldout(pairs: Sequence, fraction: float, seed: str) -> tuple[list, list]:
@@ -143,63 +141,3 @@ def joint_texts(pairs) -> tuple[list[str], list[str]]:
     winners = [format_joint_text(p.prompts, p.winner_completions, p.agent) for p in pairs]
     losers = [format_joint_text(p.prompts, p.loser_completions, p.agent) for p in pairs]
     return winners, losers
-
-
-class RewardModelTraining:
-    """Reward-model fitting (with the held-out split) and scoring, part of MARLHF's
-    :class:`~comlrl.pbrl.marlhf.RLHFMixin`; reads the trainer's ``reward_model``,
-    ``reward_tokenizer``, ``reward_optimizer``, ``rm_rng``, ``rm_check`` and ``args``."""
-
-    def pair_texts(self, pairs) -> tuple[list[str], list[str]]:
-        """Joint winner and loser texts of ``pairs`` (the reward model's inputs)."""
-        return joint_texts(pairs)
-
-    def fit_reward_model(self, pairs) -> dict[str, float]:
-        """Bradley-Terry training on ``pairs`` less the held-out items' pairs; metrics (with
-        the held-out loss and accuracy) are logged every epoch. A new fit also restarts the
-        on-policy check (and lifts an ``rl_stop_accuracy`` stop)."""
-        a = self.args
-        seed = f"{a.seed}-{len(pairs)}-{pairs[0].prompts if pairs else ''}"
-        # Pairs ranked by each agent's own reward teach the model every agent's reward.
-        self.reward_model_per_agent = any(p.agent is not None for p in pairs)
-        pairs, heldout = split_heldout(pairs, a.reward_heldout_fraction, seed)
-        winners, losers = self.pair_texts(pairs)
-        held_texts = self.pair_texts(heldout)
-        clock = [time.perf_counter()]
-        self.rm_check.reset()
-        self.rm_check.stopped = False
-
-        def log(epoch_metrics: dict[str, float]) -> None:
-            epoch_metrics.update(
-                heldout_metrics(
-                    self.reward_model, self.reward_tokenizer, *held_texts, a.reward_max_length
-                )
-            )
-            # each epoch's record carries the reward model's training time as timing/update
-            now = time.perf_counter()
-            self.add_timing("update", now - clock[0])
-            clock[0] = now
-            self.reporting.log_record(epoch_metrics)
-
-        metrics = train_reward_model(
-            trainer=self,
-            model=self.reward_model,
-            tokenizer=self.reward_tokenizer,
-            optimizer=self.reward_optimizer,
-            winners=winners,
-            losers=losers,
-            epochs=a.reward_num_train_epochs,
-            batch_size=a.reward_train_batch_size,
-            max_length=a.reward_max_length,
-            rng=self.rm_rng,
-            log=log,
-        )
-        self.add_timing("update", time.perf_counter() - clock[0])
-        self.reward_model_trained = True
-        self.reward_model_metrics = metrics
-        return metrics
-
-    def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
-        """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
-        (a reward model of per-agent rewards: the mean of the agents' scores)."""
-        return mean_joint_scores(self, prompts_per_actor, completions_per_actor)

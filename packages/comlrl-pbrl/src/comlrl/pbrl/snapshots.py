@@ -18,6 +18,21 @@ from comlrl.core.quiet import quiet_hub_progress
 INITIAL = "initial"
 
 
+def run_subdir(trainer: Any, configured: str | None, sub: str) -> str:
+    """``configured`` (absolute, user expanded) when set, else ``sub`` of the trainer's run
+    directory (the logger is built for it)."""
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    trainer.reporting.ensure_logger()
+    return os.path.abspath(os.path.join(trainer.run_dir, sub))
+
+
+def policy_dir(trainer: Any) -> str:
+    """Where the policy snapshots of ``trainer`` go (``policy_checkpoint_dir`` or the run's
+    ``policy_checkpoints``)."""
+    return run_subdir(trainer, trainer.args.policy_checkpoint_dir, "policy_checkpoints")
+
+
 def snapshot_name(iteration: int) -> str:
     """Directory name of the policy after 1-based ``iteration`` (0 means the initial policy)."""
     return INITIAL if iteration <= 0 else f"iteration_{iteration:04d}"
