@@ -244,12 +244,6 @@ class MARLHFTrainer(PreferenceTrainerBase):
         return self.rm_check.stopped
 
     # ------------------------------------------------------------------ resumable state
-    @property
-    def checkpoint_portable_fields(self) -> tuple[str, ...]:
-        """Config fields the checkpoint fingerprint leaves out: an empty ``rl`` section, which
-        trains as the checkpoints written before the section existed did."""
-        return () if self.args.rl else ("rl",)
-
     def trainable_models(self) -> dict[str, Any]:
         models = dict(self.rl_trainer.trainable_models())
         models["reward_model"] = self.reward_model

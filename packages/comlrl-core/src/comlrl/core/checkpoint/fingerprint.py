@@ -57,6 +57,7 @@ PREDATING_VALUES: dict[str, Any] = {
     "rollout_backend_options": None,
     "bf16": False,
     "policy_loss": "reinforce",
+    "rl": None,  # MARLHF's nested RL section; older runs configured the phase with flat fields
 }
 
 # Keys of a transformers config that say where or how it was saved, not what the model is.
