@@ -90,18 +90,17 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.cells or ()) - known)
     if unknown:
         p.error(f"--cells: unknown {unknown}; valid: {sorted(known)}")
-    if args.docs:
-        report.plot(results)
-        report.write_doc(results, "python -m benchmarks realsize")
-    elif args.scoring is not None and not args.table:
+    measure = not (args.docs or args.table)
+    if measure and args.scoring is not None:
         names = args.scoring or list(scoring.DEFAULT_CELLS)
         names = [
             n for c in names for n in (scoring.QWEN05_CELLS if c == "qwen05-scoring" else (c,))
         ]
         scoring.run(names, args.threads, results)
         _save(results)
-    elif not args.table:
+    elif measure:
         _run_matrix(args.cells, args, results)
+    if args.docs or (measure and args.scoring is None):
         report.plot(results)
         report.write_doc(results, "python -m benchmarks realsize")
     print(scoring.table(results), end="")

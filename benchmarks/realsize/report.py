@@ -69,14 +69,14 @@ def options_table(results: dict) -> str:
 
     head = "| shape | agents | " + " | ".join(OPTION_NAMES[o] for o in OPTIONS) + " | GPU |"
     lines = [head, "|---|---|" + "---|" * (len(OPTIONS) + 1)]
+    known = set(cells())
     for shape, label in (("qwen05", "Qwen2.5-0.5B"), ("qwen15", "Qwen2.5-1.5B")):
-        counts = sorted({c.agents for c in cells() if c.shape == shape and c.side == "ours"})
+        counts = sorted({c.agents for c in known if c.shape == shape and c.side == "ours"})
         for n in counts:
             row = []
             for option in OPTIONS:
                 cell = Cell(shape, "magrpo", n, option)
-                known = any(c == cell for c in cells())
-                row.append(_option_cell(results.get(cell.name)) if known else "—")
+                row.append(_option_cell(results.get(cell.name)) if cell in known else "—")
             lines.append(f"| {label} | {n} | " + " | ".join(row) + " | pending |")
     return "\n".join(lines) + "\n"
 

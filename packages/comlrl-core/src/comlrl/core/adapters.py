@@ -90,6 +90,13 @@ def _owns(param_name: str, adapter: str) -> bool:
     return f".{adapter}." in param_name or param_name.endswith(f".{adapter}")
 
 
+def _base_parameters(shared: SharedBase, module, *args):
+    """``module.named_parameters(*args)`` without any adapter's: the frozen base's own."""
+    for n, p in module.named_parameters(*args):
+        if not any(_owns(n, a) for a in shared.names):
+            yield n, p
+
+
 class _SharedModelView(torch.nn.Module):
     """A view of a :class:`SharedBase`'s model: the model is a plain attribute, not a
     submodule, so the view's parameters are only those its ``named_parameters`` selects;
@@ -201,10 +208,7 @@ class BaseReference(_SharedModelView):
             return self.shared.model(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
-        names = self.shared.names
-        for n, p in self.shared.model.named_parameters(prefix, recurse, remove_duplicate):
-            if not any(_owns(n, a) for a in names):
-                yield n, p
+        return _base_parameters(self.shared, self.shared.model, prefix, recurse, remove_duplicate)
 
     def to(self, *args, **kwargs):
         return self  # it runs wherever the shared model is
@@ -238,10 +242,7 @@ class AdapterBody(_SharedModelView):
             return self._inner()(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
-        names = self.shared.names
-        for n, p in self._inner().named_parameters(prefix, recurse, remove_duplicate):
-            if not any(_owns(n, a) for a in names):
-                yield n, p
+        return _base_parameters(self.shared, self._inner(), prefix, recurse, remove_duplicate)
 
     def train(self, mode: bool = True):
         """Set the shared model's mode (the body, its head and every adapter share it)."""
