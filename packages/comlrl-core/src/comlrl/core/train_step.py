@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from comlrl.core.agentwise import AgentwiseLoss
 from comlrl.core.optim import apply_step, loss_is_usable
 from comlrl.core.precision import compute_context
 
@@ -77,7 +78,9 @@ def accumulate_gradients(
     parameters hold. Returns the summed loss and the reported values, or None when a
     non-finite loss was skipped (the gradients of ``optimizers`` are then cleared); under
     ``nonfinite_loss='raise'`` a non-finite loss raises ``FloatingPointError``. ``parts`` may be
-    lazy: each is drawn after the previous part's backward, so one part's graph is alive. With
+    lazy: each is drawn after the previous part's backward, so one part's graph is alive. A
+    part's loss may be an :class:`~comlrl.core.agentwise.AgentwiseLoss`, backpropagated one
+    agent at a time. With
     ``bf16=True`` each part's forward and loss run under bf16 autocast
     (:mod:`comlrl.core.precision`), its backward outside."""
     total = 0.0
@@ -93,10 +96,14 @@ def accumulate_gradients(
                 break
             out = loss_of(part)
         loss, metrics = out if isinstance(out, tuple) else (out, {})
-        if not loss_is_usable(trainer, loss, what, optimizers):
+        joint = loss.loss if isinstance(loss, AgentwiseLoss) else loss
+        if not loss_is_usable(trainer, joint, what, optimizers):
             return None
-        loss.backward()
-        total += loss.item()
+        if isinstance(loss, AgentwiseLoss):
+            loss.backward(lambda: compute_context(trainer.args, device))
+        else:
+            loss.backward()
+        total += joint.item()
         for key, value in metrics.items():
             reported.setdefault(key, []).append(value)
     return total, reported

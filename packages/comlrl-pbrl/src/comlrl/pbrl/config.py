@@ -162,6 +162,15 @@ class MADPOConfig(CommonConfig):
         help="The reference policy when `reference_free=False`; None uses the initial agents.",
         check=NAME,
     )
+    dpo_backward: str = knob(
+        "agentwise",
+        help="How the joint loss is backpropagated with several agents. `agentwise`: every "
+        "agent is scored without gradients, then each agent's forward and backward run alone "
+        "(one agent's activations alive at a time, one extra forward per agent); `joint`: every "
+        "agent's graph is built, then one backward (peak memory grows with the agents). The "
+        "gradients are the same.",
+        check=Choice(("agentwise", "joint")),
+    )
 
     distributed_modes: ClassVar[tuple[str, ...]] = tuple(
         m for m in DISTRIBUTED_MODES if m != "fsdp"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
 import warnings
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
+from comlrl.core.agentwise import agentwise_loss
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
 from comlrl.core.logprobs import score
@@ -119,42 +121,65 @@ class MADPOTrainer(PreferenceTrainerBase):
 
     def _dpo_part(self, pairs, group: list[int], refs, *, grad: bool) -> DPOOutput:
         """The DPO output of the pairs at ``group``."""
-        a = self.args
-        ref_c, ref_r = refs
         members = [pairs[j] for j in group]
         with torch.enable_grad() if grad else torch.no_grad():
-            chosen, rejected = [], []
-            for i in range(self.num_agents):
-                # winners then losers; the engine scores each distinct row once
-                values = self.sequence_logps(
-                    i,
-                    [p.prompt_ids[i] for p in members] * 2,
-                    [p.winner_ids[i] for p in members] + [p.loser_ids[i] for p in members],
-                    grad=grad,
-                )
-                values = owned_rows(values, members, i)
-                chosen.append(values[: len(members)])
-                rejected.append(values[len(members) :])
-            part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
-                chosen,
-                rejected,
-                a.dpo_beta,
-                None if ref_c is None else [r[group] for r in ref_c],
-                None if ref_r is None else [r[group] for r in ref_r],
-            )
-            if a.dpo_nll_coef:
-                part.loss = part.loss + a.dpo_nll_coef * winner_nll(chosen, members)
+            values = [self._actor_scores(i, members, grad) for i in range(self.num_agents)]
+            return self._part_of(members, group, refs, values)
+
+    def _actor_scores(self, actor: int, members, grad: bool) -> torch.Tensor:
+        """Actor ``actor``'s winner-then-loser sequence log-probs of ``members`` (``[2B]``);
+        the engine scores each distinct row once."""
+        values = self.sequence_logps(
+            actor,
+            [p.prompt_ids[actor] for p in members] * 2,
+            [p.winner_ids[actor] for p in members] + [p.loser_ids[actor] for p in members],
+            grad=grad,
+        )
+        return owned_rows(values, members, actor)
+
+    def _part_of(self, members, group: list[int], refs, values) -> DPOOutput:
+        """The registered preference loss (plus the winners' NLL term) from every actor's
+        winner-then-loser log-probs."""
+        a = self.args
+        ref_c, ref_r = refs
+        b = len(members)
+        chosen = [v[:b] for v in values]
+        rejected = [v[b:] for v in values]
+        part = algos.get("preference_loss", a.preference_loss, "preference_loss")(
+            chosen,
+            rejected,
+            a.dpo_beta,
+            None if ref_c is None else [r[group] for r in ref_c],
+            None if ref_r is None else [r[group] for r in ref_r],
+        )
+        if a.dpo_nll_coef:
+            part.loss = part.loss + a.dpo_nll_coef * winner_nll(chosen, members)
         return part
 
     def _group_losses(self, pairs, refs, parts: list[DPOOutput]):
         """``loss_of`` for the step driver: a group's share of the mean loss over ``pairs``;
-        each group's output is kept in ``parts``."""
+        each group's output is kept in ``parts``. With ``dpo_backward='agentwise'`` and more
+        than one agent the share is backpropagated one agent at a time
+        (:mod:`comlrl.core.agentwise`): one agent's graph is alive at a time."""
         n = len(pairs)
+        agentwise = self.args.dpo_backward == "agentwise" and self.num_agents > 1
 
-        def loss_of(group: list[int]) -> torch.Tensor:
-            part = self._dpo_part(pairs, group, refs, grad=True)
-            parts.append(part)
-            return part.loss * (len(group) / n)
+        def loss_of(group: list[int]):
+            if not agentwise:
+                part = self._dpo_part(pairs, group, refs, grad=True)
+                parts.append(part)
+                return part.loss * (len(group) / n)
+            members = [pairs[j] for j in group]
+
+            def share(values: list[torch.Tensor]) -> torch.Tensor:
+                part = self._part_of(members, group, refs, values)
+                parts.append(part)
+                return part.loss * (len(group) / n)
+
+            scores = [
+                functools.partial(self._actor_scores, i, members) for i in range(self.num_agents)
+            ]
+            return agentwise_loss(scores, share)
 
         return loss_of
 
