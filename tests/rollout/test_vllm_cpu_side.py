@@ -192,11 +192,14 @@ def test_a_registered_backend_is_chosen_by_name_and_checked():
         backends.unregister_rollout_backend("mine")
 
 
-def test_hf_takes_no_options():
+def test_hf_takes_only_its_own_options():
     from comlrl.core.config.base import CommonConfig
 
-    with pytest.raises(ValueError, match="rollout_backend='hf' takes none"):
+    with pytest.raises(ValueError, match="not options of rollout_backend='hf'; valid: mixed"):
         CommonConfig(rollout_backend_options={"gpu_memory_utilization": 0.5})
+    with pytest.raises(ValueError, match="mixed_adapters must be true or false"):
+        CommonConfig(rollout_backend_options={"mixed_adapters": "no"})
+    CommonConfig(rollout_backend_options={"mixed_adapters": False})
 
 
 def test_run_file_rollout_section_sets_the_fields():

@@ -276,8 +276,9 @@ class CommonConfig:
     rollout_backend_options: dict | None = knob(
         None,
         help="The rollout backend's own settings, a mapping (vLLM: `gpu_memory_utilization`, "
-        "`enable_sleep_mode`, `weight_sync_interval`, `max_lora_rank`, ...; see "
-        "docs/rollout_backends.md); None: the backend's defaults.",
+        "`enable_sleep_mode`, `weight_sync_interval`, `max_lora_rank`, ...; `hf`: "
+        "`mixed_adapters`, default true: adapter agents of one base decode in one mixed call; "
+        "see docs/rollout_backends.md); None: the backend's defaults.",
         check=Mapping(),
     )
     logprob_max_tokens: int | str | None = knob(

@@ -134,7 +134,9 @@ class HFBackend(TokenBackend):
     that the compacting decoder cannot serve (beam search, extra logits processors) falls back
     to ``model.generate`` under a lock on the process-wide generator. ``fast_path`` is the
     ``decode_fast_path`` setting (see :mod:`comlrl.core.rollout.static_decode`). It reports no
-    sampler log-probs: the trainer scores the same model itself.
+    sampler log-probs: the trainer scores the same model itself. Agents that are adapters of
+    one base decode together in mixed-adapter calls (:meth:`generate_joint`,
+    :mod:`comlrl.core.rollout.mixed_adapters`) unless ``mixed_adapters`` is False.
     """
 
     def __init__(
@@ -143,11 +145,47 @@ class HFBackend(TokenBackend):
         tokenizers: Sequence,
         max_sequences_per_call=None,
         fast_path: str = "auto",
+        mixed_adapters: bool = True,
     ):
         self.models = models
         self.tokenizers = tokenizers
         self.max_sequences_per_call = max_sequences_per_call
         self.fast_path = fast_path
+        self.mixed_adapters = mixed_adapters
+
+    def generate_joint(
+        self, prompts_per_agent: Sequence[Sequence[str]], n: int, params: SamplingParams
+    ) -> list[list[PromptSamples]] | None:
+        """Every agent's ``n`` samples of its prompts in mixed-adapter calls, ``[agent][prompt]``,
+        when the agents are adapters of one base (see :mod:`comlrl.core.rollout.mixed_adapters`);
+        None when they cannot be mixed, and the caller asks agent by agent. Unseeded only."""
+        from comlrl.core.rollout.mixed_adapters import sample_mixed, shared_adapters
+
+        if not self.mixed_adapters or not params.do_sample and n > 1:
+            return None
+        found = shared_adapters(self.models, self.tokenizers)
+        if found is None:
+            return None
+        shared, names = found
+        limit = getattr(params, "max_prompt_length", None)
+        ids = [
+            tokenize_prompts(tok, prompts, limit) if prompts else []
+            for tok, prompts in zip(self.tokenizers, prompts_per_agent)
+        ]
+        rows = sample_mixed(
+            shared, names, self.tokenizers[0], ids, n, params, self.max_sequences_per_call
+        )
+        return [
+            [
+                PromptSamples(
+                    prompt, list(p_ids), comps, tok.batch_decode(comps, skip_special_tokens=True)
+                )
+                for prompt, p_ids, comps in zip(prompts, agent_ids, agent_rows)
+            ]
+            for tok, prompts, agent_ids, agent_rows in zip(
+                self.tokenizers, prompts_per_agent, ids, rows
+            )
+        ]
 
     def generate_ids(self, agent, prompt_ids, n, params, seeds=None) -> list[SampledIds]:
         """See :meth:`RolloutBackend.generate_ids`."""

@@ -44,8 +44,13 @@ def _hf(trainer) -> Any:
     from comlrl.core.rollout.backend import HFBackend
 
     a = trainer.args
+    options = _hf_options(a.rollout_backend_options)
     return HFBackend(
-        trainer.agents, trainer.tokenizers, a.generation_batch_size, fast_path=a.decode_fast_path
+        trainer.agents,
+        trainer.tokenizers,
+        a.generation_batch_size,
+        fast_path=a.decode_fast_path,
+        mixed_adapters=options["mixed_adapters"],
     )
 
 
@@ -62,16 +67,36 @@ def _vllm_options(options) -> Any:
     return vllm_options(options)
 
 
-def _no_options(options) -> None:
-    if options:
+HF_OPTIONS = {"mixed_adapters": True}
+
+
+def _hf_options(options) -> dict[str, Any]:
+    """The ``hf`` backend's options with their defaults: ``mixed_adapters`` (bool, default
+    True) decodes adapter agents of one base in mixed-adapter calls."""
+    if options is None:
+        return dict(HF_OPTIONS)
+    if not isinstance(options, dict):
         raise ValueError(
-            f"rollout_backend_options {sorted(options)} given, but rollout_backend='hf' takes "
-            "none (its settings are generation_batch_size and decode_fast_path)."
+            f"rollout_backend_options must be a mapping for rollout_backend='hf', got "
+            f"{type(options).__name__}; valid keys: {', '.join(HF_OPTIONS)}."
         )
+    unknown = sorted(set(options) - set(HF_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"rollout_backend_options {unknown} are not options of rollout_backend='hf'; valid: "
+            f"{', '.join(HF_OPTIONS)} (its other settings are generation_batch_size and "
+            "decode_fast_path)."
+        )
+    value = options.get("mixed_adapters", True)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"rollout_backend_options.mixed_adapters must be true or false, got {value!r}."
+        )
+    return {**HF_OPTIONS, **options}
 
 
 _BUILTIN: dict[str, BackendEntry] = {
-    "hf": BackendEntry(_hf, check_options=_no_options),
+    "hf": BackendEntry(_hf, check_options=_hf_options),
     "vllm": BackendEntry(
         _vllm, ("vllm",), "pip install 'comlrl-core[vllm]'", check_options=_vllm_options
     ),

@@ -39,7 +39,8 @@ class Rollouts:
         keys: list[tuple] | None = None,
     ) -> list[list[PromptSamples]]:
         """Each agent samples ``num_samples`` completions for each of its prompts, in one
-        batched backend call per agent (concurrently across devices in mp mode). With ``keys``
+        batched backend call per agent (concurrently across devices in mp mode), or in the
+        backend's ``generate_joint`` when it has one and can serve the request. With ``keys``
         (one per prompt), each prompt is seeded from (seed, epoch, key, agent) only, so its
         samples depend neither on batch composition nor on the rank that rolls it out. The
         time and the generated tokens count towards ``timing/generate`` and the throughput."""
@@ -51,8 +52,15 @@ class Rollouts:
             seeds = None if keys is None else [item_seed(seed, epoch, *k, i) for k in keys]
             return t.rollout_backend.generate(i, prompts, num_samples, params, seeds)
 
+        # A backend that can sample every agent in one go (adapters of one base, say) is
+        # asked first; None means agent by agent.
+        joint = getattr(t.rollout_backend, "generate_joint", None)
         with t.timing.phase("generate"):
-            out = t.workers.map(run, prompts_per_agent)
+            out = None
+            if keys is None and joint is not None:
+                out = joint(prompts_per_agent, num_samples, params)
+            if out is None:
+                out = t.workers.map(run, prompts_per_agent)
         t.timing.add_tokens(sum(s.num_tokens for agent in out for s in agent))
         return out
 
