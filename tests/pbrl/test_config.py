@@ -287,6 +287,7 @@ ITER_PAIR_SELECTION = {
 ITER = dict(
     [
         simple("num_iterations", pos_int, bad_pos_int),
+        simple("num_online_iterations", pos_int, bad_pos_int),
         (
             "preference_replay_mode",
             (

@@ -84,3 +84,31 @@ def test_run_files_and_set_overrides_take_the_rl_section():
     assert cfg.num_iterations == 2  # the online iterations; rl.num_iterations is PPO's passes
     assert cfg.rl == {"policy_loss": "ppo", "num_iterations": 3}
     assert cfg.policy_loss == "ppo"
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [({}, 6), ({"num_iterations": 3}, 3), ({"num_online_iterations": 4}, 4),
+     ({"num_iterations": 5, "num_online_iterations": 5}, 5)],
+)  # fmt: skip
+def test_online_iterations_and_their_earlier_name_are_one_setting(given, expected):
+    from comlrl.pbrl import MADPOIterConfig, MARLHFIterConfig
+
+    for cls in (MADPOIterConfig, MARLHFIterConfig):
+        cfg = cls(**given)
+        assert cfg.num_online_iterations == cfg.num_iterations == expected
+
+
+def test_online_iterations_and_their_earlier_name_disagreeing_is_an_error():
+    from comlrl.pbrl import MADPOIterConfig
+
+    with pytest.raises(ValueError, match="num_iterations=3 and num_online_iterations=4 disagree"):
+        MADPOIterConfig(num_iterations=3, num_online_iterations=4)
+
+
+def test_the_rl_sections_passes_are_not_the_online_iterations(tmp_path):
+    from comlrl.pbrl import MARLHFIterConfig
+
+    cfg = MARLHFIterConfig(num_online_iterations=2, rl={"policy_loss": "ppo", "num_iterations": 3})
+    assert cfg.num_online_iterations == cfg.num_iterations == 2
+    assert cfg.rl == {"policy_loss": "ppo", "num_iterations": 3}

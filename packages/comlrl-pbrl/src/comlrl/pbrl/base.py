@@ -202,7 +202,7 @@ class PreferenceTrainerBase(TrainerBase):
     # ------------------------------------------------------------------ stages
     def num_stages(self) -> int:
         """Epochs, or the online iterations of an iterative trainer."""
-        return self.args.num_iterations if self.online is not None else super().num_stages()
+        return self.args.num_online_iterations if self.online is not None else super().num_stages()
 
     def stage_name(self) -> str:
         return "iteration" if self.online is not None else super().stage_name()

@@ -107,14 +107,27 @@ def _no_literal_key(name: str, value: Any) -> None:
     return None
 
 
+ONLINE_ITERATIONS_DEFAULT = 6
+
+
 @dataclass
 class _IterativePreferenceFields:
     """Fields shared by MADPOIterConfig and MARLHFIterConfig (checked by CommonConfig)."""
 
     epochs_per_iteration: ClassVar[bool] = True
 
+    num_online_iterations: int = knob(
+        ONLINE_ITERATIONS_DEFAULT,
+        help="Online iterations: sample against the comparator, then train (each iteration runs "
+        "`num_train_epochs` epochs over its pairs).",
+        check=Integer(1),
+    )
     num_iterations: int = knob(
-        6, help="Online iterations: sample against the comparator, then train.", check=Integer(1)
+        ONLINE_ITERATIONS_DEFAULT,
+        help="The reference's name of `num_online_iterations`, kept as an alias and always equal "
+        "to it (set either; both set to different values raises). Not the RL algorithm's "
+        "`num_iterations` (PPO passes per rollout), which MARLHFIter takes in its `rl:` section.",
+        check=Integer(1),
     )
     preference_replay_mode: str = knob(
         "current",
@@ -260,6 +273,7 @@ class _IterativePreferenceFields:
 
     def _check_relations(self) -> None:
         super()._check_relations()
+        self._fold_iteration_alias()
         self._check_replay()
         if self.collaboration_mode == "centralized":
             # One joint actor: the comparator must write joint completions too.
@@ -279,6 +293,19 @@ class _IterativePreferenceFields:
                 f"got {self.comparator_centralized_agent_index}."
             )
         self._check_comparator_sources()
+
+    def _fold_iteration_alias(self) -> None:
+        # Whichever name moved off the default is the setting; both moved must agree.
+        default = ONLINE_ITERATIONS_DEFAULT
+        alias, canonical = self.num_iterations, self.num_online_iterations
+        if alias != default and canonical != default and alias != canonical:
+            raise ValueError(
+                f"num_iterations={alias} and num_online_iterations={canonical} disagree; "
+                "num_iterations is the earlier name of num_online_iterations: set only "
+                "num_online_iterations."
+            )
+        value = canonical if canonical != default else alias
+        self.num_online_iterations = self.num_iterations = value
 
     def _check_replay(self) -> None:
         mode = self.preference_replay_mode
@@ -337,7 +364,7 @@ class _IterativePreferenceFields:
 
 @dataclass
 class MADPOIterConfig(_IterativePreferenceFields, MADPOConfig):
-    """MADPO repeated for ``num_iterations`` online iterations against a comparator policy."""
+    """MADPO repeated for ``num_online_iterations`` online iterations against a comparator policy."""
 
     num_train_epochs: int = 1
     preference_num_candidates: int = 20
@@ -350,7 +377,7 @@ class MADPOIterConfig(_IterativePreferenceFields, MADPOConfig):
 
 @dataclass
 class MARLHFIterConfig(_IterativePreferenceFields, MARLHFConfig):
-    """MARLHF repeated for ``num_iterations`` online iterations against a comparator policy.
+    """MARLHF repeated for ``num_online_iterations`` online iterations against a comparator policy.
 
     ``preference_scoring_reward`` ranks each iteration's pairs with the task reward ("task") or,
     from the second iteration on, with the previous iteration's reward model ("reward_model").

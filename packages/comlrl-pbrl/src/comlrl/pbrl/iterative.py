@@ -28,6 +28,7 @@ from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.rl_phase import rl_units
 
 ITERATIVE_RUN_CONFIG_KEYS = PreferenceTrainerBase.run_config_keys + (
+    "num_online_iterations",
     "num_iterations",
     "comparator_policy",
     "comparator_generation_mode",

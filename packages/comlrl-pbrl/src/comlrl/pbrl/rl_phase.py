@@ -22,8 +22,8 @@ from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 # Fields whose None is a real setting (not "use the RL trainer's default").
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
-# Same name, another meaning: the iterative trainers' online iterations are not the RL
-# algorithm's passes per rollout.
+# Same name, another meaning: the iterative trainers' ``num_iterations`` (the alias of
+# ``num_online_iterations``) is not the RL algorithm's passes per rollout.
 _NOT_SHARED = {"num_iterations"}
 
 

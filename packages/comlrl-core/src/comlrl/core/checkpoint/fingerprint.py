@@ -26,6 +26,7 @@ PORTABLE_FIELDS = frozenset(
     {
         "num_train_epochs",
         "num_iterations",
+        "num_online_iterations",
         "parallel_training",
         "distributed_mode",
         "logging_steps",
