@@ -143,8 +143,9 @@ def drain(trainer: Any) -> None:
         flush(trainer)
 
 
-def finish_stage(trainer: Any, stage: int) -> None:
-    """Use what the buffer still holds, then the family's end-of-stage work."""
+def end_stage(trainer: Any, stage: int) -> None:
+    """The end of a stage: use what the buffer still holds, then the family's
+    ``end_stage(stage)`` (one name for the end of a stage, in the loop and in the contract)."""
     drain(trainer)
     trainer.end_stage(stage)
 
@@ -261,7 +262,7 @@ class TrainingLoop:
         # max_steps ends the run where it is: the buffer's remainder would be one more step.
         stopped = max_steps_reached(t)
         if not stopped:
-            finish_stage(t, stage)
+            end_stage(t, stage)
             t.cursor = (stage + 1, 0)
         t.stage_units = None
         session.after_epoch(last=stopped or stage + 1 == t.num_stages())
