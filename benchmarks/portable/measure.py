@@ -51,20 +51,25 @@ class GenerateMeter:
 
         model.generate = counted
 
-    def attach_rows(self, module, name: str = "sample_rows") -> None:
+    def attach_rows(self, module, name: str = "sample_rows", depth: int = 0) -> None:
         """Route ``module.<name>`` (a function returning completion rows trimmed through EOS,
-        such as comlrl's ``sample_rows``) through this meter."""
+        such as comlrl's ``sample_rows``) through this meter. ``depth`` levels of lists around
+        the rows are flattened first (comlrl's mixed-adapter ``sample_mixed`` returns rows per
+        agent and prompt: depth 2)."""
         original = getattr(module, name)
 
         def counted(*args, **kwargs):
             start, cpu_start = time.perf_counter(), time.process_time()
-            rows = original(*args, **kwargs)
+            out = original(*args, **kwargs)
+            rows = out
+            for _ in range(depth):
+                rows = [r for group in rows for r in group]
             self.tokens += sum(len(r) for r in rows)
             self.sequences += len(rows)
             self.calls += 1
             self.seconds += time.perf_counter() - start
             self.cpu_seconds += time.process_time() - cpu_start
-            return rows
+            return out
 
         setattr(module, name, counted)
 

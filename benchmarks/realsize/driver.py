@@ -106,11 +106,13 @@ def run(spec: dict) -> dict:
     clock = Clock()
     clock.install()
     import comlrl.core.rollout.generation as generation
+    import comlrl.core.rollout.mixed_adapters as mixed_adapters
     from benchmarks.ours import BUILDERS
     from benchmarks.portable.measure import GenerateMeter, environment, peak_rss_mib, seed_all
 
     meter = GenerateMeter()
     meter.attach_rows(generation)
+    meter.attach_rows(mixed_adapters, "sample_mixed", depth=2)  # adapter agents of one base
     with tempfile.TemporaryDirectory(prefix="comlrl-realsize-") as run_dir:
         seed_all(spec["seed"])
         start = time.perf_counter()
