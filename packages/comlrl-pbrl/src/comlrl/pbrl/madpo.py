@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.agentwise import agentwise_loss
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
 from comlrl.core.logprobs import score
@@ -22,7 +21,7 @@ from comlrl.core.logprobs.budget import min_budget, token_budget
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.optim import build_adamw
-from comlrl.core.train_step import Target, accumulate_gradients, train_step
+from comlrl.core.train_step import Target, accumulate_gradients, agentwise_loss, train_step
 from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig

@@ -151,7 +151,12 @@ class HFBackend(TokenBackend):
         self.tokenizers = tokenizers
         self.max_sequences_per_call = max_sequences_per_call
         self.fast_path = fast_path
-        self.mixed_adapters = mixed_adapters
+        # Decided once: whether the agents are adapters of one base that can decode together.
+        self.mixed = None
+        if mixed_adapters and _may_be_adapters(models):
+            from comlrl.core.rollout.mixed_adapters import shared_adapters
+
+            self.mixed = shared_adapters(models, tokenizers)
 
     def generate_joint(
         self, prompts_per_agent: Sequence[Sequence[str]], n: int, params: SamplingParams
@@ -159,14 +164,11 @@ class HFBackend(TokenBackend):
         """Every agent's ``n`` samples of its prompts in mixed-adapter calls, ``[agent][prompt]``,
         when the agents are adapters of one base (see :mod:`comlrl.core.rollout.mixed_adapters`);
         None when they cannot be mixed, and the caller asks agent by agent. Unseeded only."""
-        from comlrl.core.rollout.mixed_adapters import sample_mixed, shared_adapters
+        if self.mixed is None or not params.do_sample and n > 1:
+            return None
+        from comlrl.core.rollout.mixed_adapters import sample_mixed
 
-        if not self.mixed_adapters or not params.do_sample and n > 1:
-            return None
-        found = shared_adapters(self.models, self.tokenizers)
-        if found is None:
-            return None
-        shared, names = found
+        shared, names = self.mixed
         limit = getattr(params, "max_prompt_length", None)
         ids = [
             tokenize_prompts(tok, prompts, limit) if prompts else []
@@ -221,3 +223,8 @@ class HFBackend(TokenBackend):
                     )
             out.append(SampledIds(ids, rows[0]))
         return out
+
+
+def _may_be_adapters(models: Sequence) -> bool:
+    # Adapter views carry their adapter's name; plain models never import the adapter code.
+    return len(models) > 1 and all(hasattr(m, "adapter_name") for m in models)
