@@ -153,7 +153,7 @@ MADPO_ONLY = dict(
         simple("reference_kl_enabled", st.just(False), st.one_of(st.just(True), bad_bool)),
         simple(
             "dpo_backward",
-            st.sampled_from(["agentwise", "joint", "JOINT"]),
+            st.sampled_from(["auto", "agentwise", "joint", "JOINT"]),
             st.sampled_from(["per_agent", "", None, 1]),
         ),
         (

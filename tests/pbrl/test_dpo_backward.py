@@ -54,3 +54,26 @@ def test_agentwise_backward_trains_as_the_joint_one(tmp_path, reward, cfg):
             torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-6)
             moved = moved or not torch.equal(a[name], start[name])
     assert moved
+
+
+def test_auto_goes_agent_by_agent_only_where_the_joint_graphs_would_be_large(tmp_path, monkeypatch):
+    from comlrl.pbrl import PreferencePair, madpo
+
+    agents, tok = two_agents()
+    trainer = MADPOTrainer(
+        agents=agents,
+        tokenizer=tok,
+        train_dataset=PROMPTS[:2],
+        reward_func=ratio_reward,
+        args=MADPOConfig(**FAST, output_dir=str(tmp_path / "run")),
+    )
+    assert trainer.args.dpo_backward == "auto"
+    ids = [[1, 2, 3]] * 2
+    pairs = [PreferencePair(["p"] * 2, ["w"] * 2, ["l"] * 2, ids, ids, ids, 1.0, 0.0, 0.5)] * 4
+    assert not trainer._agentwise(pairs)  # a tiny model's graphs are small: one joint backward
+    # At a real model's activations per token, the joint graphs pass one forward's budget.
+    monkeypatch.setattr(madpo, "activation_bytes_per_token", lambda model: 100 << 20)
+    assert trainer._agentwise(pairs)
+    assert not trainer._agentwise([])  # nothing to hold
+    trainer.args.dpo_backward = "joint"
+    assert not trainer._agentwise(pairs)

@@ -163,13 +163,14 @@ class MADPOConfig(CommonConfig):
         check=NAME,
     )
     dpo_backward: str = knob(
-        "agentwise",
-        help="How the joint loss is backpropagated with several agents. `agentwise`: every "
-        "agent is scored without gradients, then each agent's forward and backward run alone "
-        "(one agent's activations alive at a time, one extra forward per agent); `joint`: every "
-        "agent's graph is built, then one backward (peak memory grows with the agents). The "
-        "gradients are the same.",
-        check=Choice(("agentwise", "joint")),
+        "auto",
+        help="How the joint loss is backpropagated with several agents (the gradients are the "
+        "same). `agentwise`: every agent is scored without gradients, then each agent's forward "
+        "and backward run alone (one agent's activations alive at a time, one extra forward per "
+        "agent); `joint`: every agent's graph is built, then one backward (peak memory grows "
+        "with the agents); `auto`: `agentwise` when the joint graphs' estimated activations "
+        "exceed one loss forward's budget (real-size models), else `joint`.",
+        check=Choice(("auto", "agentwise", "joint")),
     )
 
     distributed_modes: ClassVar[tuple[str, ...]] = tuple(

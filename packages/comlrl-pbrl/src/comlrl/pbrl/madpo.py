@@ -17,7 +17,12 @@ from comlrl.core import algos
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
 from comlrl.core.logprobs import score
-from comlrl.core.logprobs.budget import min_budget, token_budget
+from comlrl.core.logprobs.budget import (
+    activation_budget_bytes,
+    activation_bytes_per_token,
+    min_budget,
+    token_budget,
+)
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.optim import build_adamw
@@ -157,18 +162,17 @@ class MADPOTrainer(PreferenceTrainerBase):
 
     def _group_losses(self, pairs, refs, parts: list[DPOOutput]):
         """``loss_of`` for the step driver: a group's share of the mean loss over ``pairs``;
-        each group's output is kept in ``parts``. With ``dpo_backward='agentwise'`` and more
-        than one agent the share is backpropagated one agent at a time
-        (:mod:`comlrl.core.agentwise`): one agent's graph is alive at a time."""
+        each group's output is kept in ``parts``. A group that :meth:`_agentwise` picks is
+        backpropagated one agent at a time (:func:`comlrl.core.train_step.agentwise_loss`):
+        one agent's graph is alive at a time."""
         n = len(pairs)
-        agentwise = self.args.dpo_backward == "agentwise" and self.num_agents > 1
 
         def loss_of(group: list[int]):
-            if not agentwise:
+            members = [pairs[j] for j in group]
+            if not self._agentwise(members):
                 part = self._dpo_part(pairs, group, refs, grad=True)
                 parts.append(part)
                 return part.loss * (len(group) / n)
-            members = [pairs[j] for j in group]
 
             def share(values: list[torch.Tensor]) -> torch.Tensor:
                 part = self._part_of(members, group, refs, values)
@@ -181,6 +185,33 @@ class MADPOTrainer(PreferenceTrainerBase):
             return agentwise_loss(scores, share)
 
         return loss_of
+
+    def _agentwise(self, members: Sequence[PreferencePair]) -> bool:
+        """Whether a pair group's loss is backpropagated agent by agent (``dpo_backward``).
+
+        ``auto`` picks it when the joint backward's graphs would hold more activations than
+        one loss forward may (the budget of ``logprob_max_tokens='auto'``,
+        :mod:`comlrl.core.logprobs.budget`): every agent's winner and loser rows at the
+        model's bytes per token. Small models stay on the one joint backward, which saves the
+        extra forward; an agent of unknown shape does too."""
+        mode = self.args.dpo_backward
+        if self.num_agents < 2 or mode == "joint":
+            return False
+        if mode == "agentwise":
+            return True
+        held = 0
+        for i, agent in enumerate(self.agents):
+            per_token = activation_bytes_per_token(agent)
+            if per_token is None:
+                return False
+            tokens = sum(
+                2 * len(p.prompt_ids[i]) + len(p.winner_ids[i]) + len(p.loser_ids[i])
+                for p in members
+            )
+            held += tokens * per_token
+        param = next(iter(self.agents[0].parameters()), None)
+        device = param.device if param is not None else torch.device("cpu")
+        return held > activation_budget_bytes(device)
 
     # ------------------------------------------------------------------ reference log-probs
     def sequence_logps(
