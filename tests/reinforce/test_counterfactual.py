@@ -73,6 +73,24 @@ def test_an_agent_whose_answer_does_not_matter_gets_zero():
     assert _counterfactual(table, [0, 0, 1, 1], 2, True) == pytest.approx([-1.0, 1.0])
 
 
+def test_a_minor_agent_keeps_a_minor_share_where_the_group_mean_scales_it_up():
+    # R(k0, k1) = 1 + 2 * k0 + 0.02 * k1: agent 0 moves the reward by 2, agent 1 by 0.02
+    table = [1.0, 1.02, 3.0, 3.02]
+    minor = _counterfactual(table, [0, 1, 0, 1], 2, True)
+    major = _counterfactual(table, [0, 0, 1, 1], 2, True)
+    s = math.sqrt((1.01**2 + 0.99**2 + 0.99**2 + 1.01**2) / 4)
+    assert major == pytest.approx([-1 / s, 1 / s])
+    assert minor == pytest.approx([-0.01 / s, 0.01 / s])
+    # unnormalized, counterfactual credit is the group-mean baseline over the cross table's
+    # marginal returns; normalized per group, that baseline gives the minor agent +-1 as well
+    marginal = torch.tensor([[1.01, 3.01], [2.0, 2.02]], dtype=torch.float64)
+    grouped = normalize_groups(estimate(marginal, "mean"), "mean").tolist()
+    assert grouped == [pytest.approx([-1.0, 1.0]), pytest.approx([-1.0, 1.0])]
+    assert _counterfactual(table, [0, 1, 0, 1], 2) == pytest.approx(
+        estimate(marginal, "mean")[1].tolist()
+    )
+
+
 def test_the_table_is_required_and_must_cover_every_completion():
     with pytest.raises(ValueError, match="joint_mode='cross'"):
         estimate(torch.zeros(1, 2, dtype=torch.float64), "counterfactual")
