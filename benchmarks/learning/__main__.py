@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"default: {' '.join(map(str, SEEDS))} (the code task: "
         f"{' '.join(map(str, CODE_SEEDS))}; check: {' '.join(map(str, catalogue.CHECK_SEEDS))})",
     )
-    p.add_argument("--tasks", nargs="+", default=None, choices=catalogue.TASK_NAMES)
+    p.add_argument("--tasks", nargs="+", default=None, choices=catalogue.ALL_TASKS)
     p.add_argument("--workers", type=int, default=2, help="parallel worker processes")
     p.add_argument("--results", default=RESULTS, help="the JSONL results file (appended to)")
     p.add_argument("--docs", default=DOCS, help="the page whose generated block `table` rewrites")

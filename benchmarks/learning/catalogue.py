@@ -70,6 +70,9 @@ LORA = {
 }
 
 ALGORITHM, MENU, UNTRAINED = "algorithm", "menu", "untrained"
+# Credit rows: MAGRPO with and without per-agent credit on the credit task only.
+CREDIT = "credit"
+CREDIT_TASK = "length_credit"
 # A family's algorithm with its config defaults: the section `comlrl train --algo <name>` gets
 # (the demo's MAGRPO section moved over, keeping the fields the algorithm has: the demo's budget,
 # sampling, learning rate and logging), nothing tuned.
@@ -101,11 +104,18 @@ class RunSpec:
     agent_model: dict[str, Any] = field(default_factory=dict)
 
     def tasks(self) -> tuple[str, ...]:
-        """The tasks this run trains on: menu and defaults rows measure on length ratio only."""
-        return ("length_ratio",) if self.kind in (MENU, DEFAULTS) else TASK_NAMES
+        """The tasks this run trains on: menu and defaults rows measure on length ratio only,
+        credit rows on the credit task only; the untrained agents are scored on every task."""
+        if self.kind in (MENU, DEFAULTS):
+            return ("length_ratio",)
+        if self.kind == CREDIT:
+            return (CREDIT_TASK,)
+        return ALL_TASKS if self.kind == UNTRAINED else TASK_NAMES
 
 
+# The tasks of the algorithm rows; every task the benchmark knows adds the credit task.
 TASK_NAMES = ("length_ratio", "coding")
+ALL_TASKS = (*TASK_NAMES, CREDIT_TASK)
 
 
 def _menu(name: str, algorithm: str, note: str, **fields: Any) -> RunSpec:
@@ -232,6 +242,30 @@ RUNS: tuple[RunSpec, ...] = (
         note="MAAC with 2 clipped passes (MAPPO)",
     ),
 )
+
+
+# The credit task (only one agent's answer counts on each prompt): MAGRPO's demo section with
+# shared-reward advantages (aligned, the demo), the cross table's marginal returns under the
+# group-mean baseline, and counterfactual credit. All three generate K = 4 completions per
+# agent per prompt; the cross rows score K^2 joint actions per prompt from them.
+CREDIT_ROWS: tuple[RunSpec, ...] = (
+    RunSpec(CREDIT + "_shared", "magrpo", CREDIT, note="shared reward (aligned, the demo)"),
+    RunSpec(
+        CREDIT + "_cross_mean",
+        "magrpo",
+        CREDIT,
+        {"joint_mode": "cross"},
+        note="cross table, group-mean baseline",
+    ),
+    RunSpec(
+        CREDIT + "_counterfactual",
+        "magrpo",
+        CREDIT,
+        {"joint_mode": "cross", "advantage_mode": "counterfactual"},
+        note="counterfactual credit",
+    ),
+)
+RUNS = RUNS + CREDIT_ROWS
 
 
 def _defaults(algorithm: str, same_as: str | None = None) -> RunSpec:

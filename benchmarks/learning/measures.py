@@ -52,3 +52,12 @@ def reward_at_budget(curve: list[tuple[float, float]], budget: float) -> float |
         if tokens >= budget:
             return reward
     return None
+
+
+def tokens_to_reach(curve: list[tuple[float, float]], level: float) -> float | None:
+    """The cumulative generated tokens at the first record whose training reward is at least
+    ``level``; None when the run never got there."""
+    for tokens, reward in curve:
+        if reward >= level:
+            return tokens
+    return None

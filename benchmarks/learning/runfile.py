@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from benchmarks.learning.catalogue import DEFAULTS, RunSpec
+from benchmarks.learning.catalogue import ALL_TASKS, CREDIT_TASK, DEFAULTS, RunSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples")
@@ -76,8 +76,8 @@ def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
     """The run dict of ``spec`` on ``task`` with ``seed``, and where its settings came from."""
     from comlrl.core.launch import DEFAULT_RUN
 
-    if task not in ("length_ratio", "coding"):
-        raise ValueError(f"task must be 'length_ratio' or 'coding', got {task!r}.")
+    if task not in ALL_TASKS:
+        raise ValueError(f"task must be one of {', '.join(ALL_TASKS)}; got {task!r}.")
     run = copy.deepcopy(DEFAULT_RUN)
     run["algorithm"] = spec.algorithm
     run["seed"] = seed
@@ -97,6 +97,9 @@ def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
         run["task"] = copy.deepcopy(CODE_TASK)
         run["dataset"].update(CODE_DATASET)
         section = _code_budget(spec.algorithm, section)
+    if task == CREDIT_TASK:
+        # the demo's data counts and budget, on the credit task's prompts
+        run["task"] = {"name": CREDIT_TASK, "options": {}}
     run[spec.algorithm] = section
     run["agent_model"].update(spec.agent_model)
     return run, source

@@ -64,6 +64,20 @@ def test_menu_rows_run_on_length_ratio_only():
     assert catalogue.BY_NAME["magrpo"].tasks() == catalogue.TASK_NAMES
 
 
+def test_credit_rows_run_on_the_credit_task_and_the_untrained_agents_everywhere():
+    credit = [spec for spec in catalogue.RUNS if spec.kind == catalogue.CREDIT]
+    assert {spec.name for spec in credit} == {
+        "credit_shared",
+        "credit_cross_mean",
+        "credit_counterfactual",
+    }
+    assert all(spec.tasks() == ("length_credit",) for spec in credit)
+    assert catalogue.BY_NAME["untrained"].tasks() == catalogue.ALL_TASKS
+    run, _ = run_file(catalogue.BY_NAME["credit_counterfactual"], "length_credit", 0)
+    assert run["task"]["name"] == "length_credit"
+    assert run["magrpo"]["advantage_mode"] == "counterfactual"
+
+
 @pytest.mark.parametrize(
     "spec", [s for s in catalogue.DEFAULT_ROWS if s.same_as], ids=lambda s: s.name
 )

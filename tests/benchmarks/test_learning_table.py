@@ -202,3 +202,34 @@ def test_table_command_rewrites_only_the_generated_block(results_file, tmp_path,
     listing = capsys.readouterr().out
     assert "ippo [menu; iac; length_ratio]" in listing
     assert "madpo [algorithm; madpo; length_ratio,coding] (examples/madpo.yaml" in listing
+
+
+def test_tokens_to_reach_by_hand():
+    curve = [(40, 0.2), (90, 0.95), (100, 0.7)]
+    assert measures.tokens_to_reach(curve, 0.9) == 90
+    assert measures.tokens_to_reach(curve, 0.2) == 40
+    assert measures.tokens_to_reach(curve, 0.99) is None
+
+
+def test_credit_table_reads_the_tokens_each_run_took(tmp_path):
+    def credit(run, seed, curve):
+        return _line(run, "credit", seed, 1.0, curve, task="length_credit")
+
+    lines = [
+        _line("untrained", "untrained", 0, 0.48, [], task="length_credit"),
+        _line("untrained", "untrained", 0, 0.35, []),  # another task: not in this table
+        credit("credit_shared", 0, [(500, 0.6), (1000, 0.95)]),
+        credit("credit_shared", 1, [(400, 0.5), (900, 0.8)]),
+        credit("credit_counterfactual", 0, [(300, 0.91), (1200, 1.0)]),
+        credit("credit_counterfactual", 1, [(500, 0.92), (1000, 1.0)]),
+    ]
+    text = table.credit_table(lines)
+    rows = text.splitlines()
+    assert "tokens to training reward ≥ 0.9" in rows[0]
+    assert rows[2].startswith(
+        "| untrained | the initial agents, scored without training | 1 | 0.48"
+    )
+    # shared: seed 0 reaches 0.9 at 1000, seed 1 never; counterfactual at 300 and 500
+    assert "| 1000 (1 of 2 seeds) |" in rows[3]
+    assert "| 400 (300–500) |" in rows[4]
+    assert "### Per-agent credit (length_credit)" in table.render(lines)

@@ -12,6 +12,7 @@ from tests.core.test_chat_templates import BOS, chat_tokenizer
 
 TASKS = [
     "length_ratio",
+    "length_credit",
     "writing_tldr",
     "writing_arxiv",
     "coding",

@@ -20,8 +20,12 @@ The contracts:
   ``config`` is the family's config. Normalization is a separate step, applied afterwards by
   the family. An estimator registered with ``needs_baseline=True`` is also given
   ``baseline=``, a ``[G]`` tensor of each group's baseline measured outside the group (ReMax's
-  greedy joint reward). A function of one argument, one group's K returns (the first form of
-  this contract), still works: it is applied row by row.
+  greedy joint reward). An estimator registered with ``needs_joint_table=True`` is also given
+  ``table=``, a :class:`JointTable`: each group's row of the node's joint table, the agent's
+  return of every joint action there and which of the group's K completions each one used
+  (``cross`` rollouts hold K^N joint actions per node; counterfactual credit reads them). A
+  function of one argument, one group's K returns (the first form of this contract), still
+  works: it is applied row by row.
 - policy loss: ``fn(logps, old_logps, advantages, row_weights, config) -> (loss, metrics)``.
   ``logps`` is a :class:`~comlrl.core.logprobs.TokenLogprobs` (per-token values and mask, one row
   per completion), ``old_logps`` the per-token log-probs at rollout (``[rows, tokens]``) or None
@@ -41,7 +45,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 ENTRY_POINT_GROUP = "comlrl.algos"
 
@@ -68,11 +75,36 @@ def _register(kind: str, name: str, **attributes: Any):
     return decorate
 
 
-def register_advantage(name: str, *, needs_baseline: bool = False):
+@dataclass(frozen=True)
+class JointTable:
+    """The joint actions of G tree nodes, seen from one agent: what an advantage registered
+    with ``needs_joint_table=True`` receives as ``table=``.
+
+    ``returns[g, a]`` (float64, ``[G, A]``) is the agent's return of joint action ``a`` at
+    group ``g``'s node, and ``index[g, a]`` (int64, ``[G, A]``) which of the group's K
+    completions the agent contributed to it. In ``aligned`` rollouts A = K and ``index[g, a] =
+    a``; in ``cross`` rollouts A = K^N and each completion appears in K^(N-1) joint actions.
+    """
+
+    returns: torch.Tensor
+    index: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.returns.shape != self.index.shape or self.returns.dim() != 2:
+            raise ValueError(
+                "JointTable: returns and index must both be [G, A] tensors, got "
+                f"{tuple(self.returns.shape)} and {tuple(self.index.shape)}."
+            )
+
+
+def register_advantage(name: str, *, needs_baseline: bool = False, needs_joint_table: bool = False):
     """Decorator: register ``fn(returns, config) -> advantages`` (``[G, K]`` in and out) as
     the advantage mode ``name``; ``needs_baseline``: it also takes each group's measured
-    ``baseline=`` (see the module docs)."""
-    return _register("advantage", name, needs_baseline=needs_baseline)
+    ``baseline=``; ``needs_joint_table``: it also takes ``table=``, the nodes' joint tables
+    (a :class:`JointTable`; see the module docs)."""
+    return _register(
+        "advantage", name, needs_baseline=needs_baseline, needs_joint_table=needs_joint_table
+    )
 
 
 def register_policy_loss(name: str, *, needs_old_logps: bool = False):

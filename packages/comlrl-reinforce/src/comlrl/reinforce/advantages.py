@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from comlrl.core import algos
-from comlrl.core.algos import register_advantage
+from comlrl.core.algos import JointTable, register_advantage
 from comlrl.core.stats import STD_FLOOR, zscore
 
 
@@ -69,13 +69,62 @@ def greedy_baseline(
     return r - baseline.reshape(-1, 1).to(r.dtype)
 
 
+@register_advantage("counterfactual", needs_joint_table=True)
+def counterfactual_baseline(
+    r: torch.Tensor, config: Any = None, table: JointTable | None = None
+) -> torch.Tensor:
+    """Counterfactual credit: completion k's mean return over the joint actions that hold it
+    fixed (the other agents' samples varying), minus the node's mean return over all its joint
+    actions; one row per group, from ``table`` (the nodes' joint tables, ``cross`` rollouts)."""
+    if table is None:
+        raise ValueError(
+            "the counterfactual advantage needs each node's joint table (joint_mode='cross')."
+        )
+    groups, k = r.shape
+    if table.returns.shape[0] != groups:
+        raise ValueError(
+            f"the joint table has {table.returns.shape[0]} rows for {groups} groups of returns."
+        )
+    joint = table.returns.to(torch.float64)
+    index = table.index.to(torch.long)
+    if len(index) and (int(index.min()) < 0 or int(index.max()) >= k):
+        raise ValueError(f"joint table indices must lie in [0, {k}), one per completion.")
+    totals = torch.zeros(groups, k, dtype=torch.float64).scatter_add_(1, index, joint)
+    counts = torch.zeros(groups, k, dtype=torch.float64).scatter_add_(
+        1, index, torch.ones_like(joint)
+    )
+    if bool((counts == 0).any()):
+        raise ValueError(
+            "a completion takes part in no joint action of its node's table; counterfactual "
+            "credit needs every completion in the table (joint_mode='cross')."
+        )
+    return totals / counts - joint.mean(-1, keepdim=True)
+
+
+def joint_scale(table: JointTable) -> torch.Tensor:
+    """``[G, 1]``: each node's spread of joint returns about their mean, ``sqrt(mean_a (R(a) -
+    mean R)^2)``, floored at ``STD_FLOOR``; the one divisor of every agent's counterfactual
+    advantages at that node. Each agent's advantages are a main effect of the (balanced) cross
+    table, so their mean square is at most the table's variance: ``|A_k| <= sqrt(K)`` still."""
+    joint = table.returns.to(torch.float64)
+    centred = joint - joint.mean(-1, keepdim=True)
+    return centred.pow(2).mean(-1, keepdim=True).sqrt().clamp(min=STD_FLOOR)
+
+
 def estimate(
-    returns: torch.Tensor, mode: str, config: Any = None, baseline: torch.Tensor | None = None
+    returns: torch.Tensor,
+    mode: str,
+    config: Any = None,
+    baseline: torch.Tensor | None = None,
+    table: JointTable | None = None,
 ) -> torch.Tensor:
     """The registered estimator ``mode`` over ``returns`` (``[G, K]``); ``baseline`` (``[G]``)
-    goes to estimators registered with ``needs_baseline``. An estimator written for one group
+    goes to estimators registered with ``needs_baseline``, ``table`` (the nodes' joint tables)
+    to those registered with ``needs_joint_table``. An estimator written for one group
     (``fn(returns)`` of K values, the registry's first contract) runs row by row."""
     fn = algos.get("advantage", mode, "advantage_mode")
+    if getattr(fn, "needs_joint_table", False):
+        return fn(returns, config, table=table)
     if getattr(fn, "needs_baseline", False):
         return fn(returns, config, baseline=baseline)
     if _takes_one_argument(fn):
@@ -92,11 +141,17 @@ def _takes_one_argument(fn) -> bool:
     return len(positional) == 1 and not any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-def normalize_groups(advantages: torch.Tensor, mode: str) -> torch.Tensor:
+def normalize_groups(
+    advantages: torch.Tensor, mode: str, table: JointTable | None = None
+) -> torch.Tensor:
     """Divide each group's advantages (a row of ``[G, K]``) by their root-mean-square, K > 1
-    only; raw returns, which have no baseline, are centred on the group mean first."""
+    only; raw returns, which have no baseline, are centred on the group mean first. With
+    ``table`` (an estimator that reads the joint tables) the divisor is each node's joint
+    spread instead (:func:`joint_scale`), shared by the node's agents."""
     if advantages.shape[-1] <= 1:
         return advantages
+    if table is not None:
+        return advantages / joint_scale(table)
     if mode == "raw":
         advantages = advantages - advantages.mean(-1, keepdim=True)
     return advantages / rms_scale(advantages)

@@ -184,6 +184,18 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         apply_preset(self)
         self._gspo_settings()
         self._refuse_inert_settings()
+        self._check_joint_table()
+
+    def _check_joint_table(self) -> None:
+        """An advantage that reads each node's joint table (counterfactual credit) needs the
+        table that only ``cross`` rollouts build."""
+        fn = algos.get("advantage", self.advantage_estimator(), "advantage_mode")
+        if getattr(fn, "needs_joint_table", False) and self.joint_mode != "cross":
+            raise ValueError(
+                f"advantage_mode={self.advantage_mode!r} needs every combination of the agents' "
+                f"samples, which joint_mode={self.joint_mode!r} does not build; set "
+                "joint_mode='cross'."
+            )
 
     def _gspo_settings(self) -> None:
         """GSPO weighs each completion once (its ratio is already length-normalized, as verl

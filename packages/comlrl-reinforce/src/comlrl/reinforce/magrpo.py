@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
+from comlrl.core.algos import JointTable
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.dropout import dropout_off
 from comlrl.core.input_checks import check_agent_count
@@ -36,6 +37,21 @@ from comlrl.reinforce.losses import as_tensor, kept_tokens, row_weights, token_m
 
 # The record's name before it moved into core (kept for imports of it).
 NodeSample = RolloutGroup
+
+
+def joint_table(groups: Sequence[RolloutGroup]) -> JointTable:
+    """The joint tables of ``groups`` (one agent's groups, all with the same number of joint
+    actions), as the advantage registry's :class:`~comlrl.core.algos.JointTable`."""
+    if any(not g.joint_index for g in groups):
+        raise ValueError(
+            "this advantage_mode reads each node's joint table, which a rollout buffer restored "
+            "from a checkpoint of an older release does not hold; resume with the advantage_mode "
+            "it was saved with, or start the run again."
+        )
+    return JointTable(
+        torch.tensor([g.joint_returns for g in groups], dtype=torch.float64),
+        torch.tensor([g.joint_index for g in groups], dtype=torch.long),
+    )
 
 
 class MAGRPOTrainer(TrainerBase):
@@ -127,22 +143,28 @@ class MAGRPOTrainer(TrainerBase):
 
     def fill_advantages(self, groups: Sequence[RolloutGroup]) -> None:
         """Each group's advantages within the group: the configured estimator over the groups'
-        ``[G, K]`` returns, then per-group normalization when its scope is ``group`` (batch
-        scope needs the whole update and comes later)."""
+        ``[G, K]`` returns (and, for an estimator that reads them, the nodes' joint tables),
+        then per-group normalization when its scope is ``group`` (batch scope needs the whole
+        update and comes later)."""
         a = self.args
         mode = a.advantage_estimator()
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
-        by_size: dict[int, list[RolloutGroup]] = {}
+        wants_table = getattr(
+            algos.get("advantage", mode, "advantage_mode"), "needs_joint_table", False
+        )
+        by_shape: dict[tuple[int, int], list[RolloutGroup]] = {}
         for g in groups:
-            by_size.setdefault(g.size, []).append(g)
-        for same in by_size.values():
+            by_shape.setdefault((g.size, len(g.joint_index)), []).append(g)
+        for same in by_shape.values():
             returns = torch.tensor([g.returns for g in same], dtype=torch.float64)
-            baseline = None
+            baseline = table = None
             if mode == "greedy":
                 baseline = torch.tensor([float(g.baseline) for g in same], dtype=torch.float64)
-            adv = estimate(returns, mode, a, baseline)
+            if wants_table:
+                table = joint_table(same)
+            adv = estimate(returns, mode, a, baseline, table)
             if scope_normalize:
-                adv = normalize_groups(adv, mode)
+                adv = normalize_groups(adv, mode, table)
             for g, row in zip(same, adv.tolist()):
                 g.advantages = row
 

@@ -112,28 +112,35 @@ class LengthRatioTask:
 
     def build(self, spec: TaskSpec) -> TaskBundle:
         """Build datasets, formatters, reward and the feedback transition."""
-        unknown = sorted(set(spec.options or {}) - self.option_names)
-        if unknown:
-            raise ValueError(
-                f"task.options: length_ratio takes only {sorted(self.option_names)}, got {unknown}."
-            )
-        if spec.num_agents != 2:
-            raise ValueError(f"num_agents must be 2 for length_ratio, got {spec.num_agents}.")
-        if spec.dataset_name is not None:
-            raise ValueError(
-                "dataset.name: length_ratio uses its built-in prompts; leave dataset.name unset."
-            )
-        train = dataset(spec.train_limit or 16)
-        evals = dataset(spec.eval_limit or 4, _EVAL_TOPICS)
-        return TaskBundle(
-            train_dataset=train,
-            eval_dataset=evals,
-            formatters=build_formatters(
-                [story_prompt, story_prompt], tokenizer=spec.tokenizer, options=spec.options or {}
-            ),
-            reward_func=length_ratio_reward,
-            external_transition=second_agent_feedback,
+        return story_bundle(
+            self.name, spec, dataset, length_ratio_reward, second_agent_feedback, self.option_names
         )
+
+
+def story_bundle(
+    name: str, spec: TaskSpec, rows, reward, transition, option_names: frozenset
+) -> TaskBundle:
+    """The bundle of a two-agent task on the built-in story prompts: ``rows(count, topics)``
+    builds its datasets (the training topics, then the eval topics), both agents see the
+    shared prompt; the spec is checked first, each error naming its field."""
+    unknown = sorted(set(spec.options or {}) - option_names)
+    if unknown:
+        raise ValueError(f"task.options: {name} takes only {sorted(option_names)}, got {unknown}.")
+    if spec.num_agents != 2:
+        raise ValueError(f"num_agents must be 2 for {name}, got {spec.num_agents}.")
+    if spec.dataset_name is not None:
+        raise ValueError(
+            f"dataset.name: {name} uses its built-in prompts; leave dataset.name unset."
+        )
+    return TaskBundle(
+        train_dataset=rows(spec.train_limit or 16, _TOPICS),
+        eval_dataset=rows(spec.eval_limit or 4, _EVAL_TOPICS),
+        formatters=build_formatters(
+            [story_prompt, story_prompt], tokenizer=spec.tokenizer, options=spec.options or {}
+        ),
+        reward_func=reward,
+        external_transition=transition,
+    )
 
 
 TASK = LengthRatioTask()

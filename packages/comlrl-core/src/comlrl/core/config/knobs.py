@@ -33,7 +33,9 @@ ADVANTAGE_MODE = Knob(
     help="Baseline subtracted from each return within its group of K siblings: `mean` (GRPO), "
     "`raw` no baseline (REINFORCE), `max` (ReMax), `rloo` leave-one-out (RLOO), `greedy` the "
     "reward of one extra greedy joint rollout per node (MAReMax's default; logged as "
-    "`timing/greedy_baseline`), or any estimator registered with `register_advantage`.",
+    "`timing/greedy_baseline`), `counterfactual` per-agent credit from the `cross` joint "
+    "table (the mean return with the agent's completion held fixed, minus the node's mean; "
+    "needs `joint_mode: cross`), or any estimator registered with `register_advantage`.",
 )
 
 CRITIC_LEARNING_RATE = Knob(

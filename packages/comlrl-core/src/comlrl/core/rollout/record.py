@@ -8,7 +8,9 @@ reference's per-token log-probs where the loss uses them, and the node's turn an
 Returns come from the tree's one recursion after every reward transform
 (:mod:`comlrl.core.rewards.shaping`), so a group's returns already carry the KL penalty when KL
 is in the reward. Credit in ``cross`` mode, where a completion is part of several joint actions,
-is the mean over those actions (:func:`comlrl.core.rollout.tree.agent_returns`).
+is the mean over those actions (:func:`comlrl.core.rollout.tree.agent_returns`); the group also
+keeps the node's whole joint table from the agent's side (``joint_returns``, ``joint_index``),
+which counterfactual credit reads.
 
 A :class:`ValueGroup` is the same group with a critic's bookkeeping per completion (the
 actor-critic family): the critic's estimate at rollout and the target it regresses to.
@@ -52,6 +54,9 @@ class RolloutGroup:
     log-probs at rollout and under the reference (empty unless the loss uses them).
     ``baseline`` is a baseline measured outside the group (ReMax's greedy reward), and
     ``node_reward``/``node_return``/``own_reward`` the node's environment values for logging.
+    ``joint_returns[a]`` is the agent's (shaped) return of the node's joint action ``a`` and
+    ``joint_index[a]`` which of the K completions the agent contributed to it: the node's joint
+    table (K entries when aligned, K^N when crossed; empty in buffers of older checkpoints).
     """
 
     agent: int
@@ -69,6 +74,8 @@ class RolloutGroup:
     node_reward: float = 0.0
     node_return: float = 0.0
     own_reward: float | None = None
+    joint_returns: list[float] = field(default_factory=list)
+    joint_index: list[int] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -147,6 +154,8 @@ def rollout_groups(
                 node_reward=float(np.mean(node.rewards)),
                 node_return=float(np.mean(node.returns)),
                 own_reward=node_agent_reward_mean(node, agent),
+                joint_returns=[node.return_of(a, agent) for a in range(len(node.joint_actions))],
+                joint_index=[action[agent] for action in node.joint_actions],
             )
         )
     return groups
