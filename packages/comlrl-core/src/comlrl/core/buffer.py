@@ -74,6 +74,9 @@ class RolloutBuffer:
         """The buffer's experience (copies of the lists; the buffer itself is unchanged)."""
         return Experience([list(s) for s in self.samples], list(self.joint), max(self.step, 0))
 
+    # The keys :meth:`state_dict` writes (the critic's only with a joint buffer).
+    STATE_KEYS = ("rollout_buffers", "buffer_step", "critic_buffer")
+
     def state_dict(self, to_state: Callable[[Any], Any], joint_to_state=None) -> dict[str, Any]:
         """Plain data for checkpoints, samples written by ``to_state``."""
         state: dict[str, Any] = {

@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.checkpoint.trainer_state import STEP_STATE_KEYS
 from comlrl.core.loop import EndOfPass
 from comlrl.core.registry import PROVIDERS, load_algorithm
 from comlrl.core.timing import PhaseTimer
@@ -62,16 +63,9 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         ) from exc
 
 
-# Keys of the core's part of a trainer state that describe the RL algorithm's buffer and
-# optimizer-step counts (comlrl.core.checkpoint.trainer_state): they are the RL algorithm's, so
-# a MARLHF checkpoint holds them in the RL state only.
-RL_OWNED_STATE_KEYS = (
-    "agent_steps",
-    "rollout_buffers",
-    "buffer_step",
-    "critic_buffer",
-    "shuffle_rng",
-)
+# The core's state keys of the algorithm taking the steps: a MARLHF checkpoint holds them in
+# the RL state only.
+RL_OWNED_STATE_KEYS = STEP_STATE_KEYS
 
 
 @dataclass
