@@ -119,14 +119,17 @@ def test_iterative_resume_equals_uninterrupted(tmp_path):
 
 def test_marlhf_resume_equals_uninterrupted(tmp_path):
     run, ckpt = str(tmp_path / "run"), str(tmp_path / "ckpt")
-    full = small_marlhf(run)
+    # The on-policy check's metrics are part of the comparison: each RL batch is scored once,
+    # before and after the interruption.
+    full = small_marlhf(run, reward_model_onpolicy_check=True)
     full.train(checkpoint_dir=ckpt, checkpoint_every_batches=1)
     weights, records = _weights(full), read_metrics(os.path.join(run, "metrics.jsonl"))
+    assert any("reward_model/onpolicy_task_reward" in r for r in records)
     rm = [p.detach().clone() for p in full.reward_model.parameters()]
     points = _checkpoints(ckpt)
     inside = [p for p in points if p[2]["epoch"] == 0 and p[2]["position"] == 1]
     assert points[0][1] == "preference_data" and inside, points
-    resumed = small_marlhf(run)
+    resumed = small_marlhf(run, reward_model_onpolicy_check=True)
     resumed.train(resume_from_checkpoint=inside[0][0])
     assert resumed.reward_model_trained
     assert all(torch.equal(a, b) for a, b in zip(rm, resumed.reward_model.parameters()))

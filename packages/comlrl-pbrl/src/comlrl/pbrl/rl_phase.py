@@ -41,6 +41,12 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         if value is None and f.name not in _NONE_IS_A_SETTING:
             continue
         values[f.name] = value
+    # The RL phase's reward is the reward model's (RewardModelReward): one value, or one row of
+    # per-agent values, per joint response. Saying so spares the caller's probe of an ambiguous
+    # batch, which would score a joint response twice (and count it twice in the on-policy
+    # check). ``reward_call_mode`` of ``args`` is the task reward's.
+    if "reward_call_mode" in names:
+        values["reward_call_mode"] = "batch"
     section = dict(args.rl or {})
     unknown = sorted(set(section) - names)
     if unknown:

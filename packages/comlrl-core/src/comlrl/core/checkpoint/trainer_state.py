@@ -84,7 +84,7 @@ class Checkpointing:
 
     def core_state(self) -> dict[str, Any]:
         """The core's part of the family state, as plain data: the logging mark and the
-        non-finite counter, the optimizer step counts, the LR schedules, and the rollout buffer
+        non-finite counter, the reward call mode ``auto`` settled on, the optimizer step counts, the LR schedules, and the rollout buffer
         with its shuffling RNG. ``TrainerBase.state_dict`` returns it, and families extend
         that (their keys sit next to these in a checkpoint's family state)."""
         t = self.trainer
@@ -92,6 +92,9 @@ class Checkpointing:
             "last_train_log_step": t.reporting.last_log_step,
             "skipped_nonfinite": t.skipped_nonfinite,
         }
+        caller = getattr(t, "reward_caller", None)
+        if caller is not None:
+            state["reward_call_mode"] = caller.call_mode
         steps = getattr(t, "agent_steps", None)
         if steps:
             state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
@@ -109,6 +112,9 @@ class Checkpointing:
         t = self.trainer
         t.reporting.last_log_step = int(state["last_train_log_step"])
         t.skipped_nonfinite = int(state["skipped_nonfinite"])
+        caller = getattr(t, "reward_caller", None)
+        if caller is not None and "reward_call_mode" in state:  # older checkpoints: re-probe
+            caller.restore_mode(state["reward_call_mode"])
         t.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
         load_scheduler_states(t, state.get("lr_schedulers", []))
         if t.rollout_buffer is not None:

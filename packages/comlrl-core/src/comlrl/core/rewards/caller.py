@@ -110,6 +110,13 @@ class RewardCaller:
         """The mode in effect now; ``"auto"`` may have settled on ``"batch"`` or ``"per_sample"``."""
         return self._mode
 
+    def restore_mode(self, mode: str) -> None:
+        """Take the mode an earlier session of the same run settled on (a checkpoint's); only
+        a caller still at ``"auto"`` takes it, so a resumed run does not probe the reward
+        function again (a probe is a call, and a stateful function would count it)."""
+        if self._mode == "auto" and mode in ("batch", "per_sample"):
+            self._mode = mode
+
     def __repr__(self) -> str:
         return (
             f"RewardCaller({self._label}, num_agents={self.num_agents}, "
