@@ -42,6 +42,7 @@ PORTABLE_FIELDS = frozenset(
         "eval_greedy",
         "generation_batch_size",
         "logprob_max_tokens",
+        "monitors",  # thresholds watch the run; they do not change what it trains
     }
 )
 

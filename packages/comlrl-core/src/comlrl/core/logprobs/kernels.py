@@ -78,18 +78,23 @@ class TokenLogprobs:
         return self.mask.sum(-1)
 
 
-# Whether the kernels called in this context also return token entropies (see the module docs).
-_MEASURE_ENTROPY: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "comlrl_measure_entropy", default=False
+# Whether the kernels called in this context also return token entropies (see the module docs):
+# None (no), or what every kernel forward is handed to (``_MEASURED``: to nothing).
+_MEASURED = object()
+_MEASURE_ENTROPY: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "comlrl_measure_entropy", default=None
 )
 
 
 @contextmanager
-def measuring_entropy(enabled: bool = True) -> Iterator[None]:
+def measuring_entropy(enabled: bool = True, *, into=None) -> Iterator[None]:
     """Within the block, every kernel also fills :attr:`TokenLogprobs.entropy` (``enabled``
-    False: the block measures nothing, as outside it). A context variable, so each thread (an
-    agent's worker in mp mode) has its own setting."""
-    token = _MEASURE_ENTROPY.set(bool(enabled))
+    False: the block measures nothing, as outside it). With ``into`` (an object with
+    ``add(entropy, mask)``), every kernel forward in the block also hands it its entropies and
+    mask. A context variable, so each thread (an agent's worker in mp mode) has its own
+    setting."""
+    value = (_MEASURED if into is None else into) if enabled else None
+    token = _MEASURE_ENTROPY.set(value)
     try:
         yield
     finally:
@@ -98,7 +103,15 @@ def measuring_entropy(enabled: bool = True) -> Iterator[None]:
 
 def entropy_wanted() -> bool:
     """Whether the kernels are asked for token entropies here (:func:`measuring_entropy`)."""
-    return _MEASURE_ENTROPY.get()
+    return _MEASURE_ENTROPY.get() is not None
+
+
+def _measured(lp: TokenLogprobs) -> TokenLogprobs:
+    """``lp``, handed to the ``measuring_entropy(into=...)`` object first when there is one."""
+    meter = _MEASURE_ENTROPY.get()
+    if lp.entropy is not None and meter is not None and meter is not _MEASURED:
+        meter.add(lp.entropy, lp.mask)
+    return lp
 
 
 def check_rows(prompt_ids: Sequence, completion_ids: Sequence) -> None:
@@ -448,7 +461,7 @@ def _score_columns(
         values, ent = log_softmax_scores(
             states, targets, temperature, _logits_chunk(model), entropy=entropy
         )
-        return TokenLogprobs(values, mask, entropy=None if ent is None else ent * mask)
+        return _measured(TokenLogprobs(values, mask, entropy=None if ent is None else ent * mask))
     rows, cols = mask.shape
     where = mask.reshape(-1).nonzero().squeeze(-1).to(states.device)
     hidden = states.reshape(rows * cols, states.shape[-1])[where]
@@ -464,7 +477,7 @@ def _score_columns(
     values = torch.zeros(rows * cols, device=lp.device, dtype=torch.float32).index_put(at, lp)
     if ent is not None:
         ent = torch.zeros(rows * cols, device=lp.device).index_put(at, ent).view(rows, cols)
-    return TokenLogprobs(values.view(rows, cols), mask, entropy=ent)
+    return _measured(TokenLogprobs(values.view(rows, cols), mask, entropy=ent))
 
 
 def padded_forward(
@@ -690,9 +703,8 @@ def packed_logprobs(
         for i, c in enumerate(completion_ids):
             mask[i, : len(c)] = 1.0
     shape = (len(rows), c_width)
-    return TokenLogprobs(
-        values.view(shape), mask.to(device), entropy=None if ent is None else ent.view(shape)
-    )
+    entropy = None if ent is None else ent.view(shape)
+    return _measured(TokenLogprobs(values.view(shape), mask.to(device), entropy=entropy))
 
 
 # (model class, attention implementation) -> whether packed rows keep sequences apart
