@@ -327,35 +327,33 @@ class TrainingLoop:
         if message is None:
             return False
         t.stopped_by_monitor = message
-        path = self.session.save_now(reason="monitor")
+        self._save_for_resume("monitor")
+        return True
+
+    def _save_for_resume(self, reason: str) -> str | None:
+        """Checkpoint now (when a checkpoint_dir is set) because a ``reason`` (``signal``,
+        ``monitor``) stops training, and say how to resume; returns the checkpoint's path."""
+        t = self.trainer
+        path = self.session.save_now(reason=reason)
         if path is not None:
             _log.warning(
-                "Training stopped by a monitor at epoch %d, item %d; checkpoint written to %s. "
+                "Training stopped by a %s at epoch %d, item %d; checkpoint written to %s. "
                 "Resume with train(resume_from_checkpoint=%r, ...).",
+                reason,
                 t.cursor[0] + 1,
                 t.cursor[1],
                 path,
                 path,
             )
-        return True
+        return path
 
     def _stop_after_signal(self) -> None:
         """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
         t = self.trainer
-        path = self.session.save_now(reason="signal")
         t.interrupted = True
-        t.last_checkpoint = path
+        t.last_checkpoint = self._save_for_resume("signal")
         summarize_monitors(t, "stopped by a signal")
         t.reporting.ensure_logger().close(finish_wandb=True)
-        if path is not None:
-            _log.warning(
-                "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "
-                "Resume with train(resume_from_checkpoint=%r, ...).",
-                t.cursor[0] + 1,
-                t.cursor[1],
-                path,
-                path,
-            )
 
 
 def summarize_monitors(trainer: Any, reason: str) -> None:
