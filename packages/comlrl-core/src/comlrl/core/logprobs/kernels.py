@@ -184,12 +184,13 @@ def selective_log_softmax(
 @torch.no_grad()
 def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Entropy in nats of ``softmax(logits / temperature)`` over the last axis, in fp32 and
-    without gradient: ``logsumexp(z) - sum(softmax(z) * z)`` for ``z = logits / T``."""
+    without gradient: ``logsumexp(z) - sum(softmax(z) * z)`` for ``z = logits / T``. It holds
+    one temporary the size of ``logits`` (the probabilities, multiplied in place)."""
     z = logits.float()
     if temperature != 1.0:
         z = z / temperature
     lse = torch.logsumexp(z, dim=-1)
-    return lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+    return lse - torch.softmax(z, dim=-1).mul_(z).sum(-1)
 
 
 def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool):

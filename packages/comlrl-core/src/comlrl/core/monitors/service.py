@@ -106,9 +106,12 @@ class Monitors:
 
     @property
     def watcher(self) -> Watcher:
-        """The threshold watcher (built on first use, with the config as it is then)."""
+        """The threshold watcher, judging by the config as it is now (a second ``train()``
+        call may bring other thresholds)."""
         if self._watcher is None:
             self._watcher = Watcher(self.config)
+        else:
+            self._watcher.config = self.config
         return self._watcher
 
     @property
