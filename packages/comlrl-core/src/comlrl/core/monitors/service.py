@@ -151,8 +151,13 @@ class Monitors:
                 values.setdefault(name, value)
         rewards = train_rewards(samples) if samples else {}
         if self.trainer.dist.is_distributed:
-            reduced = self.trainer.reporting.reduced(
-                {**values, **{f"\x00reward/{t}": r for t, r in rewards.items()}}
+            from comlrl.core.reporting import mean_over_ranks
+
+            # Watched as one: every rank sees the same values, so they agree on crossings.
+            reduced = mean_over_ranks(
+                {**values, **{f"\x00reward/{t}": r for t, r in rewards.items()}},
+                self.trainer.dist,
+                step,
             )
             rewards = {int(k.split("/")[1]): v for k, v in reduced.items() if k[0] == "\x00"}
             values = {k: v for k, v in reduced.items() if k[0] != "\x00"}
