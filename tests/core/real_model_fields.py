@@ -54,6 +54,14 @@ FIELDS = {
         st.one_of(st.none(), st.integers(1, 1000)),
         st.sampled_from([0, -3, 2.5, True]),
     ),
+    "monitors": (
+        st.sampled_from(
+            [None, {}, {"kl_max": 0.5, "stop_on": ["kl"]}, {"enabled": False}, {"window": 3}]
+        ),
+        st.sampled_from(
+            [3, "on", {"kl_mx": 1.0}, {"entropy_min": -1.0}, {"stop_on": ["kl"]}, {"window": 1}]
+        ),
+    ),
 }
 
 # settings a field's values need to be valid at all

@@ -154,7 +154,9 @@ def test_metrics_are_the_cross_rank_mean_and_only_rank_0_writes(launch):
             "rank1.json",
         ]
     )
-    assert sorted(p.name for p in (out / "magrpo_full").iterdir()) == ["metrics.jsonl"]
+    # the metrics log and the monitors' summary (rank 0 writes both)
+    listing = sorted(p.name for p in (out / "magrpo_full").iterdir())
+    assert listing == ["metrics.jsonl", "monitors.json"]
     ckpts = sorted(p.name for p in (out / "magrpo_full_ckpt").iterdir())
     assert ckpts == ["checkpoint-1", "checkpoint-2", "latest"]
 
@@ -282,7 +284,8 @@ def test_marlhf_ranks_train_one_reward_model_and_the_same_agents(launch):
     records = read_metrics(out / "marlhf" / "metrics.jsonl")
     assert [r["reward_model/epoch"] for r in records if "reward_model/epoch" in r] == [1.0, 2.0]
     assert any("turn_1/reward_mean" in r for r in records)
-    assert sorted(p.name for p in (out / "marlhf").iterdir()) == ["metrics.jsonl"]
+    listing = sorted(p.name for p in (out / "marlhf").iterdir())
+    assert listing == ["metrics.jsonl", "monitors.json"]
 
 
 def test_madpo_iter_ranks_select_and_train_on_the_same_pairs(launch):

@@ -274,7 +274,12 @@ class IACTrainer(ActorCriticTrainerBase):
         with dropout_off(model):  # as the rollout sampled (see comlrl.core.dropout)
             step = train_step(
                 self,
-                Target(list(model.parameters()) + list(head.parameters()), opt, agent),
+                Target(
+                    list(model.parameters()) + list(head.parameters()),
+                    opt,
+                    agent,
+                    turn=batch[0][0].turn,  # one turn's rows (the monitors' per-turn view)
+                ),
                 micro_batches(lengths, token_budget(a.logprob_max_tokens, model)),
                 part_loss,
                 what=f"{self.algorithm_name} actor+value (agent {agent}) loss",

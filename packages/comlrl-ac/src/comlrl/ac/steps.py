@@ -125,7 +125,8 @@ def policy_step(
     with dropout_off(model):
         step = train_step(
             trainer,
-            Target(model.parameters(), opt, agent),
+            # actor_batches keeps each mini-batch within one turn (the monitors' per-turn view).
+            Target(model.parameters(), opt, agent, turn=batch[0][0].turn),
             parts,
             part_loss,
             what=f"{trainer.algorithm_name} actor (agent {agent}) loss",

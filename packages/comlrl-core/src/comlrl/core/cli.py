@@ -292,8 +292,22 @@ def _train(args: argparse.Namespace) -> int:
     except RunInterrupted as stop:
         _warn(str(stop))
         return EXIT_INTERRUPTED
+    _report_monitors(run_dir)
     _say(f"run written to {run_dir}")
     return 0
+
+
+def _report_monitors(run_dir: str) -> None:
+    """The monitors' summary line and, when one stopped the run, how to continue it."""
+    from comlrl.core.monitors.service import read_summary, summary_line
+    from comlrl.core.run_dir import resume_command
+
+    summary = read_summary(run_dir)
+    if summary is None:
+        return
+    if summary.get("stop"):
+        _warn(f"training stopped by a monitor; continue it with: {resume_command(run_dir)}")
+    _say(summary_line(summary))
 
 
 def _eval(args: argparse.Namespace) -> int:

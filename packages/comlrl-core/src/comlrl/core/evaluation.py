@@ -37,7 +37,10 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         items = [data[i] for i in range(min(limit, len(data)))]
         with forked_rng(trainer):
             metrics = trainer.eval_metrics(items)
-        trainer.reporting.log_metrics(metrics, reduce=False)
+        monitors = getattr(trainer, "monitors", None)
+        # The eval record also carries the monitors' train/eval gap.
+        gaps = monitors.after_eval(metrics) if monitors is not None else {}
+        trainer.reporting.log_metrics({**metrics, **gaps}, reduce=False)
         if getattr(a, "show_eval_sample", False):
             show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
         rows = getattr(trainer, "console_completions", 0)

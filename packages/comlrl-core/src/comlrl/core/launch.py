@@ -148,6 +148,14 @@ def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
                 "disagree; set one of them."
             )
         section[dst] = value
+    monitors = run.get("monitors")
+    if monitors is not None:
+        if section.get("monitors") is not None and section["monitors"] != monitors:
+            raise ValueError(
+                f"run file: monitors ({monitors!r}) and {algo}.monitors "
+                f"({section['monitors']!r}) disagree; set one of them."
+            )
+        section["monitors"] = monitors
     names = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(section) - names)
     if unknown:

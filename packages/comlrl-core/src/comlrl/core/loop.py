@@ -4,8 +4,10 @@ A run is a sequence of *stages* (epochs by default), each a sequence of *units* 
 batch of dataset items, sharded over ranks). Per unit the loop asks the family to ``collect``
 experience (rollouts, rewards, returns, advantages; no gradients), feeds it to the rollout
 buffer, and calls ``update`` whenever the buffer is full. Around that it owns the eval cadence
-(and a final evaluation after the last update), progress bars, SIGINT/SIGTERM stops and the
-checkpoint session.
+(and a final evaluation after the last update), progress bars, SIGINT/SIGTERM stops, the
+checkpoint session and the reward-hacking monitors (:mod:`comlrl.core.monitors`: fed after
+every update, summarized at the end, and a clean stop after a checkpoint when a monitor in
+``monitors.stop_on`` crosses its threshold).
 
 The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` for defaults):
 
@@ -117,6 +119,7 @@ def run_unit(trainer: Any, unit: Any) -> None:
     if buffer is None:
         with trainer.timed("update"):
             metrics = trainer.update(batch)
+        metrics = watched(trainer, getattr(batch, "samples", None), metrics, trainer.env_step)
         trainer.reporting.log_training(metrics, trainer.env_step)
         return
     for record in batch.records:
@@ -133,7 +136,18 @@ def flush(trainer: Any) -> None:
     with trainer.timed("update"):
         metrics = trainer.update(experience)
     trainer.rollout_buffer.clear()
+    metrics = watched(trainer, experience.samples, metrics, experience.step)
     trainer.reporting.log_training(metrics, experience.step)
+
+
+def watched(trainer: Any, samples, metrics: dict[str, float] | None, step: int):
+    """The update's metrics with the monitors' values of the update (see
+    :mod:`comlrl.core.monitors`), which also watch them; unchanged for a trainer without
+    monitors."""
+    monitors = getattr(trainer, "monitors", None)
+    if monitors is None:
+        return metrics
+    return monitors.after_update(samples, metrics, step)
 
 
 def drain(trainer: Any) -> None:
@@ -180,7 +194,9 @@ class TrainingLoop:
         self._warned = False
 
     def run(self) -> None:
-        """Train every remaining stage; returns early (``trainer.interrupted``) on a signal."""
+        """Train every remaining stage; returns early (``trainer.interrupted``) on a signal, and
+        ends early through the normal end (``trainer.stopped_by_monitor``) when a monitor in
+        ``monitors.stop_on`` crossed its threshold."""
         from comlrl.core.checkpoint.rng import preserved_rng
 
         t, session = self.trainer, self.session
@@ -192,6 +208,7 @@ class TrainingLoop:
         t.cadence_marks = {}
         t.interrupted = False
         t.training_complete = False
+        t.stopped_by_monitor = None
         t.last_checkpoint = None
         t.stage_units = None
         start_stage, start_pos = session.restore()
@@ -206,21 +223,25 @@ class TrainingLoop:
                 for stage in range(start_stage, t.num_stages()):
                     pos = start_pos if stage == start_stage else 0
                     if not self._run_stage(stage, pos):
-                        return
+                        if t.stopped_by_monitor is None:
+                            return  # a signal: _stop_after_signal closed the run
+                        break
                     if max_steps_reached(t):
                         break
-                self._final_evaluation()
+                if t.stopped_by_monitor is None:
+                    self._final_evaluation()
         except BaseException:
             logger.close(finish_wandb=False)
             raise
         t.last_checkpoint = session.last_path
-        t.training_complete = True
+        t.training_complete = t.stopped_by_monitor is None
+        summarize_monitors(t, "completed" if t.training_complete else "stopped by a monitor")
         logger.close(finish_wandb=False)
         t.logger_closed = True
         barrier(t.dist)  # every rank returns once rank 0's last checkpoint is written
 
     def _run_stage(self, stage: int, pos: int) -> bool:
-        """One stage from cursor ``pos``; False when a signal stopped training."""
+        """One stage from cursor ``pos``; False when a signal or a monitor stopped training."""
         t, session = self.trainer, self.session
         t.epoch = stage
         t.cursor = (stage, pos)
@@ -258,6 +279,10 @@ class TrainingLoop:
                 self._stop_after_signal()
                 return False
             session.after_batch()
+            if self._monitor_stop():
+                bar.close()
+                t.stage_units = None
+                return False
         bar.close()
         # max_steps ends the run where it is: the buffer's remainder would be one more step.
         stopped = max_steps_reached(t)
@@ -265,8 +290,11 @@ class TrainingLoop:
             end_stage(t, stage)
             t.cursor = (stage + 1, 0)
         t.stage_units = None
-        session.after_epoch(last=stopped or stage + 1 == t.num_stages())
-        return True
+        last = stopped or stage + 1 == t.num_stages()
+        session.after_epoch(last=last)
+        # The stage's last update may have crossed a threshold (the run ends here anyway
+        # after the last stage).
+        return last or not self._monitor_stop()
 
     def _final_evaluation(self) -> None:
         """Evaluate the finished run once more, after its last update (``eval_at_end``); the
@@ -290,22 +318,50 @@ class TrainingLoop:
                 stacklevel=4,
             )
 
-    def _stop_after_signal(self) -> None:
-        """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
+    def _monitor_stop(self) -> bool:
+        """Whether a monitor in ``monitors.stop_on`` crossed: then a checkpoint is written (when
+        a checkpoint_dir is set) and the run ends through the loop's normal end, with
+        ``trainer.stopped_by_monitor`` holding the crossing's message."""
         t = self.trainer
-        path = self.session.save_now(reason="signal")
-        t.interrupted = True
-        t.last_checkpoint = path
-        t.reporting.ensure_logger().close(finish_wandb=True)
+        monitors = getattr(t, "monitors", None)
+        message = monitors.stop_requested() if monitors is not None else None
+        if message is None:
+            return False
+        t.stopped_by_monitor = message
+        self._save_for_resume("monitor")
+        return True
+
+    def _save_for_resume(self, reason: str) -> str | None:
+        """Checkpoint now (when a checkpoint_dir is set) because a ``reason`` (``signal``,
+        ``monitor``) stops training, and say how to resume; returns the checkpoint's path."""
+        t = self.trainer
+        path = self.session.save_now(reason=reason)
         if path is not None:
             _log.warning(
-                "Training stopped by a signal at epoch %d, item %d; checkpoint written to %s. "
+                "Training stopped by a %s at epoch %d, item %d; checkpoint written to %s. "
                 "Resume with train(resume_from_checkpoint=%r, ...).",
+                reason,
                 t.cursor[0] + 1,
                 t.cursor[1],
                 path,
                 path,
             )
+        return path
+
+    def _stop_after_signal(self) -> None:
+        """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
+        t = self.trainer
+        t.interrupted = True
+        t.last_checkpoint = self._save_for_resume("signal")
+        summarize_monitors(t, "stopped by a signal")
+        t.reporting.ensure_logger().close(finish_wandb=True)
+
+
+def summarize_monitors(trainer: Any, reason: str) -> None:
+    """The monitors' end-of-run summary (a log line and ``<run dir>/monitors.json``)."""
+    monitors = getattr(trainer, "monitors", None)
+    if monitors is not None:
+        monitors.summarize(reason)
 
 
 def is_due(every: int, start: int, count: int) -> bool:

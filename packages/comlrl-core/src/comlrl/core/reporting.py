@@ -23,6 +23,22 @@ from comlrl.core.logging.completions import spread
 from comlrl.core.step_cadence import step_count
 
 
+def mean_over_ranks(metrics: dict[str, Any], dist: Any, env_step: int) -> dict[str, float]:
+    """``metrics`` averaged over the ranks of ``dist``; every rank must pass the same keys (a
+    RuntimeError naming them, at ``env_step``, otherwise)."""
+    keys = sorted(metrics)
+    # A checksum of the key set rides along, so ranks logging different keys fail loudly
+    # instead of averaging unrelated numbers.
+    tag = float(zlib.crc32("\n".join(keys).encode()))
+    reduced = reduce_metrics({**metrics, "\x00keys": tag}, dist)
+    if reduced.pop("\x00keys") != tag:
+        raise RuntimeError(
+            f"Ranks logged different metric keys at env step {env_step} (rank "
+            f"{dist.rank}: {keys}); every rank must log the same metrics."
+        )
+    return reduced
+
+
 class Reporting:
     """Logging for every family: one cadence, one logger, one progress bar.
 
@@ -128,18 +144,7 @@ class Reporting:
 
     def reduced(self, metrics: dict[str, Any]) -> dict[str, float]:
         """``metrics`` averaged over ranks; ranks that log different keys fail loudly."""
-        dist = self.trainer.dist
-        keys = sorted(metrics)
-        # A checksum of the key set rides along, so ranks logging different keys fail loudly
-        # instead of averaging unrelated numbers.
-        tag = float(zlib.crc32("\n".join(keys).encode()))
-        reduced = reduce_metrics({**metrics, "\x00keys": tag}, dist)
-        if reduced.pop("\x00keys") != tag:
-            raise RuntimeError(
-                f"Ranks logged different metric keys at env step {self.trainer.env_step} (rank "
-                f"{dist.rank}: {keys}); every rank must log the same metrics."
-            )
-        return reduced
+        return mean_over_ranks(metrics, self.trainer.dist, self.trainer.env_step)
 
     # ----------------------------------------------------------------- completions
     @property

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from comlrl.core.checkpoint.rng import capture_rng, restore_rng
+from comlrl.core.logprobs import measuring_entropy
 from comlrl.core.optim import apply_step, loss_is_usable
 from comlrl.core.precision import compute_context
 
@@ -52,12 +53,16 @@ def _device_of(optimizers: Sequence[Any]) -> torch.device | None:
 class Target:
     """What one optimizer step updates: ``parameters`` through ``optimizer``; ``agent`` is the
     agent's index when the step changes a policy (None for critics and reward models);
-    ``scheduled=False`` keeps the optimizer off ``lr_scheduler_type``'s schedule."""
+    ``scheduled=False`` keeps the optimizer off ``lr_scheduler_type``'s schedule. ``turn``
+    (0-based) says that the step trains the policy on sampled completions of that turn: the
+    reward-hacking monitors then measure its token entropy and read its ``clip_fraction`` and
+    ``kl`` (:mod:`comlrl.core.monitors`); None for every other step."""
 
     parameters: Any
     optimizer: Any
     agent: int | None = None
     scheduled: bool = True
+    turn: int | None = None
 
 
 @dataclass
@@ -135,20 +140,27 @@ def train_step(
     """One optimizer step over ``parts``: ``zero_grad`` of every target, the parts' backward
     passes (:func:`accumulate_gradients`), then :func:`~comlrl.core.optim.apply_step` of every
     target in order. ``what`` names the loss in the non-finite messages; None means a
-    non-finite loss was skipped and nothing stepped."""
+    non-finite loss was skipped and nothing stepped. A step the trainer's monitors watch (see
+    :class:`Target`) measures token entropy in its forwards and reports to them once it
+    succeeded."""
     targets = [targets] if isinstance(targets, Target) else list(targets)
     for t in targets:
         t.parameters = list(t.parameters)  # read twice: the clip and the step
     optimizers = [t.optimizer for t in targets]
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
-    done = accumulate_gradients(trainer, parts, loss_of, what=what, optimizers=optimizers)
+    monitors = getattr(trainer, "monitors", None)
+    watch = monitors.watched_step(targets) if monitors is not None else None
+    with measuring_entropy(watch is not None, into=watch):
+        done = accumulate_gradients(trainer, parts, loss_of, what=what, optimizers=optimizers)
     if done is None:
         return None
     norms = [
         apply_step(trainer, t.parameters, t.optimizer, agent=t.agent, scheduled=t.scheduled)
         for t in targets
     ]
+    if watch is not None:
+        watch.record(done[1])
     return StepResult(done[0], norms, done[1])
 
 

@@ -5,7 +5,8 @@ A family subclasses :class:`TrainerBase`, builds its own parts in ``setup`` (aft
 ``collect(unit)`` and ``update(batch)``, optionally ``prepare(stage)``, ``end_stage(stage)``
 and ``state_dict``/``load_state_dict``. The base owns everything else: models and devices,
 the rollout backend, rewards, buffers, logging, evaluation and checkpoints, through the
-collaborators it holds (``rollouts``, ``reporting``, ``checkpointing``, ``sync``).
+collaborators it holds (``rollouts``, ``reporting``, ``checkpointing``, ``sync``,
+``monitors``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
 from comlrl.core.model_setup import prepare_agents
 from comlrl.core.models import place_agents, shares_parameters
+from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
 from comlrl.core.ranks import per_rank_config
@@ -53,9 +55,10 @@ class TrainerBase:
     trees), ``reporting`` (:class:`~comlrl.core.reporting.Reporting`: logger, logging cadence,
     completions, progress bars), ``checkpointing``
     (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
-    and sessions) and ``sync`` (:class:`~comlrl.core.gradients.GradientSync`: gradient
-    averaging and pooled statistics over ranks), plus ``timing``. Family code calls them
-    directly; the methods below that only forward to one of them are the trainer's public API.
+    and sessions), ``sync`` (:class:`~comlrl.core.gradients.GradientSync`: gradient
+    averaging and pooled statistics over ranks) and ``monitors``
+    (:class:`~comlrl.core.monitors.Monitors`: the reward-hacking monitors), plus ``timing``.
+    Family code calls them directly; the methods below that only forward to one of them are the trainer's public API.
     """
 
     algorithm_name = "Base"
@@ -116,6 +119,7 @@ class TrainerBase:
         self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
         self.checkpointing = Checkpointing(self)
+        self.monitors = Monitors(self)
         self.args = inputs.args if inputs.args is not None else self.default_config_cls()
         # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
         # config as written; ``args`` holds this rank's share of every global batch threshold.

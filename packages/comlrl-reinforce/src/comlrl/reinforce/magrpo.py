@@ -304,7 +304,8 @@ class MAGRPOTrainer(TrainerBase):
 
         step = train_step(
             self,
-            Target(model.parameters(), opt, agent),
+            # One turn's groups (see _update_agent): the monitors' per-turn entropy and clips.
+            Target(model.parameters(), opt, agent, turn=batch[0].turn),
             parts,
             part_loss,
             what=f"MAGRPO loss of agent {agent}",

@@ -44,6 +44,7 @@ PORTABLE_FIELDS = frozenset(
         "generation_batch_size",
         "logprob_max_tokens",
         "dpo_backward",
+        "monitors",  # thresholds watch the run; they do not change what it trains
     }
 )
 

@@ -6,7 +6,7 @@ models, tokenizers, optimizers, schedulers and extra state through the trainer's
 ``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
 this class captures and restores the state the core owns (the logging mark, the non-finite and
 optimizer step counters, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its
-shuffling RNG), the loop's position, and the user callbacks with state, and opens the
+shuffling RNG, the monitors' series), the loop's position, and the user callbacks with state, and opens the
 checkpoint session of a ``train()`` call.
 """
 
@@ -105,6 +105,9 @@ class Checkpointing:
             joint = t.joint_sample_cls.to_state if t.joint_sample_cls else None
             state.update(t.rollout_buffer.state_dict(t.sample_cls.to_state, joint))
             state["shuffle_rng"] = t.shuffle_rng.getstate()
+        monitors = getattr(t, "monitors", None)
+        if monitors is not None:
+            state["monitors"] = monitors.state_dict()
         return state
 
     def load_core_state(self, state: dict[str, Any]) -> None:
@@ -122,6 +125,9 @@ class Checkpointing:
             t.rollout_buffer.load_state_dict(state, t.sample_cls.from_state, joint)
             rng = state["shuffle_rng"]
             t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+        monitors = getattr(t, "monitors", None)
+        if monitors is not None and "monitors" in state:  # older checkpoints have none
+            monitors.load_state_dict(state["monitors"])
 
     def loop_state(self) -> dict[str, Any]:
         """The loop's position: data cursor, units done, the env step counter and the marks

@@ -37,6 +37,7 @@ from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.logprobs.budget import check_token_budget
 from comlrl.core.model_setup import check_peft_config
+from comlrl.core.monitors.config import check_monitors
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
@@ -427,6 +428,16 @@ class CommonConfig:
         "(−d), `k2` (d²/2) or `k3` (e^d − d − 1); None: k1 in the reward (unbiased for a "
         "reward; 1.4.3 used k3) and k3 in the loss (where a family offers `beta`).",
         check=Choice(KL_ESTIMATORS, optional=True),
+    )
+    monitors: Any = knob(
+        None,
+        help="The reward-hacking monitors (docs/monitors.md): a mapping of `enabled`, the "
+        "thresholds `kl_max`, `kl_acceleration_max`, `entropy_min`, `length_drift_max`, "
+        "`zero_variance_max`, `clip_fraction_max`, `train_eval_gap_max` (None: logged, not "
+        "watched), `window`, `patience` and `stop_on` (monitor names whose crossing "
+        "checkpoints and ends the run); a YAML run file's `monitors:` section sets it. None: "
+        "the defaults, every monitor logged and only the scale-free thresholds watched.",
+        check=Custom(check_monitors, "None, a mapping of monitor settings, or a MonitorsConfig"),
     )
 
     # The distributed modes a family supports (the preference family replicates its agents).

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.monitors.config import MonitorsConfig
+
 # agent_model keys handed to from_pretrained (as ``model_config``)
 MODEL_CONFIG_KEYS = (
     "torch_dtype",
@@ -154,6 +156,7 @@ class RunFile:
     reward_processor: RewardProcessorSection | None = None
     wandb: WandbSection | None = None
     checkpoint: CheckpointSection | None = None
+    monitors: MonitorsConfig | None = None
 
 
 SECTIONS: dict[str, type] = {
@@ -167,6 +170,8 @@ SECTIONS: dict[str, type] = {
     "reward_processor": RewardProcessorSection,
     "wandb": WandbSection,
     "checkpoint": CheckpointSection,
+    # ``monitors:`` sets the algorithm section's ``monitors`` field (docs/monitors.md).
+    "monitors": MonitorsConfig,
 }
 
 # Task-repo keys that this package reads elsewhere (or not at all): where each one went.

@@ -12,12 +12,15 @@ from comlrl.core.logprobs.kernels import (
     TokenLogprobs,
     check_temperature,
     completion_logprobs,
+    entropy_wanted,
+    measuring_entropy,
     pack,
     packed_logprobs,
     packing_verified,
     padded_forward,
     selective_log_softmax,
     shared_prompt_logprobs,
+    token_entropy,
 )
 from comlrl.core.logprobs.planning import (
     FORWARD_COST_TOKENS,
@@ -38,7 +41,9 @@ __all__ = [
     "check_temperature",
     "completion_logprobs",
     "distinct_rows",
+    "entropy_wanted",
     "length_sorted_micro_batches",
+    "measuring_entropy",
     "micro_batches",
     "pack",
     "packed_logprobs",
@@ -53,4 +58,5 @@ __all__ = [
     "selective_log_softmax",
     "shared_prompt_logprobs",
     "shared_prompt_micro_batches",
+    "token_entropy",
 ]

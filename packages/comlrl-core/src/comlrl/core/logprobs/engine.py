@@ -95,7 +95,9 @@ def score_parts(
             yield [members[u][0] for u in idx], lp
             continue
         at = torch.tensor([k for k, u in enumerate(idx) for _ in members[u]], device=lp.mask.device)
-        yield [j for u in idx for j in members[u]], TokenLogprobs(lp.values[at], lp.mask[at])
+        entropy = None if lp.entropy is None else lp.entropy[at]
+        rows = TokenLogprobs(lp.values[at], lp.mask[at], entropy=entropy)
+        yield [j for u in idx for j in members[u]], rows
 
 
 def score(
@@ -120,7 +122,9 @@ def score(
     ``layout`` (see :func:`~comlrl.core.logprobs.planning.plan`); with ``dedupe`` each distinct
     ``(prompt, completion)`` row is scored once. With ``grad`` the graphs of every forward are
     kept for one backward (use :func:`score_parts` to backpropagate forward by forward);
-    without it the forwards run under ``no_grad``.
+    without it the forwards run under ``no_grad``. Inside
+    :func:`~comlrl.core.logprobs.kernels.measuring_entropy` the result also carries each
+    token's entropy (``entropy``), from the same forwards.
 
     ``temperature`` is the sampler's: each token is scored as ``log_softmax(logits / T)``, the
     tempered distribution before top-k/top-p truncation (see
@@ -143,6 +147,11 @@ def score(
         values = torch.cat([F.pad(lp.values, (0, width - lp.values.shape[1])) for _, lp in parts])
         mask = torch.cat([F.pad(lp.mask, (0, width - lp.mask.shape[1])) for _, lp in parts])
         sums = torch.cat([lp.sequence_sum() for _, lp in parts])
+        entropy = None
+        if all(lp.entropy is not None for _, lp in parts):
+            entropy = torch.cat(
+                [F.pad(lp.entropy, (0, width - lp.entropy.shape[1])) for _, lp in parts]
+            )
         position = [0] * len(prompts)
         for k, u in enumerate(u for idx, _ in parts for u in idx):
             position[u] = k
@@ -150,4 +159,5 @@ def score(
         if index != list(range(len(index))):
             at = torch.tensor(index, device=values.device)
             values, mask, sums = values[at], mask[at], sums[at]
-    return TokenLogprobs(values, mask, sums)
+            entropy = None if entropy is None else entropy[at]
+    return TokenLogprobs(values, mask, sums, entropy)

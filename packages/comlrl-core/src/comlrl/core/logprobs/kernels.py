@@ -18,6 +18,12 @@ Every kernel takes ``temperature`` (default 1) and scores ``log_softmax(logits /
 the distribution a sampler at that temperature draws from before any top-k/top-p truncation
 (see :func:`check_temperature`).
 
+Inside :func:`measuring_entropy` the kernels also return each scored token's entropy (of that
+same tempered distribution) in :attr:`TokenLogprobs.entropy`. It is computed from the logits
+of the chunk that is being scored anyway, under ``no_grad``, so it costs no extra forward and
+keeps the memory bound: one chunk's fp32 temporaries at a time (the reward-hacking monitors
+read it, :mod:`comlrl.core.monitors`).
+
 - Padded (:func:`completion_logprobs`): rows as ``[left-padded prompt | right-padded
   completion]``, so every completion starts at the same column; position ids come from the
   attention mask, and only the completion columns get logits (``logits_to_keep``).
@@ -31,8 +37,10 @@ the distribution a sampler at that temperature draws from before any top-k/top-p
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -49,12 +57,15 @@ class TokenLogprobs:
 
     ``sums``, when set, holds each row's sum as the forward that scored it computed it (at that
     forward's own width): a float sum depends on how many trailing zeros it adds, so rows
-    gathered from several forwards keep the sums their kernels gave.
+    gathered from several forwards keep the sums their kernels gave. ``entropy``, when set
+    (scoring inside :func:`measuring_entropy`), is each token's entropy in nats under the
+    tempered distribution, laid out as ``values`` (0 at pads), without gradient.
     """
 
     values: torch.Tensor
     mask: torch.Tensor
     sums: torch.Tensor | None = field(default=None, repr=False)
+    entropy: torch.Tensor | None = field(default=None, repr=False)
 
     def sequence_sum(self) -> torch.Tensor:
         """Sum of token log-probs per sequence."""
@@ -65,6 +76,42 @@ class TokenLogprobs:
     def lengths(self) -> torch.Tensor:
         """Number of scored tokens per sequence."""
         return self.mask.sum(-1)
+
+
+# Whether the kernels called in this context also return token entropies (see the module docs):
+# None (no), or what every kernel forward is handed to (``_MEASURED``: to nothing).
+_MEASURED = object()
+_MEASURE_ENTROPY: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "comlrl_measure_entropy", default=None
+)
+
+
+@contextmanager
+def measuring_entropy(enabled: bool = True, *, into=None) -> Iterator[None]:
+    """Within the block, every kernel also fills :attr:`TokenLogprobs.entropy` (``enabled``
+    False: the block measures nothing, as outside it). With ``into`` (an object with
+    ``add(entropy, mask)``), every kernel forward in the block also hands it its entropies and
+    mask. A context variable, so each thread (an agent's worker in mp mode) has its own
+    setting."""
+    value = (_MEASURED if into is None else into) if enabled else None
+    token = _MEASURE_ENTROPY.set(value)
+    try:
+        yield
+    finally:
+        _MEASURE_ENTROPY.reset(token)
+
+
+def entropy_wanted() -> bool:
+    """Whether the kernels are asked for token entropies here (:func:`measuring_entropy`)."""
+    return _MEASURE_ENTROPY.get() is not None
+
+
+def _measured(lp: TokenLogprobs) -> TokenLogprobs:
+    """``lp``, handed to the ``measuring_entropy(into=...)`` object first when there is one."""
+    meter = _MEASURE_ENTROPY.get()
+    if lp.entropy is not None and meter is not None and meter is not _MEASURED:
+        meter.add(lp.entropy, lp.mask)
+    return lp
 
 
 def check_rows(prompt_ids: Sequence, completion_ids: Sequence) -> None:
@@ -134,6 +181,24 @@ def selective_log_softmax(
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+@torch.no_grad()
+def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy in nats of ``softmax(logits / temperature)`` over the last axis, in fp32 and
+    without gradient: ``logsumexp(z) - sum(softmax(z) * z)`` for ``z = logits / T``. It holds
+    one temporary the size of ``logits`` (the probabilities, multiplied in place)."""
+    z = logits.float()
+    if temperature != 1.0:
+        z = z / temperature
+    lse = torch.logsumexp(z, dim=-1)
+    return lse - torch.softmax(z, dim=-1).mul_(z).sum(-1)
+
+
+def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool):
+    """(selected-token log-probs, their entropies or None) of one chunk of logits."""
+    lp = selective_log_softmax(logits, targets, temperature)
+    return lp, token_entropy(logits, temperature) if entropy else None
+
+
 # fp32 logits elements one chunk may hold: at most 2**26 (256 MiB), at least 2**22 (16 MiB), and
 # in between as many as the output head has weights (vocab x hidden): the scoring peak then
 # stays within a small multiple of the head's own size.
@@ -158,6 +223,12 @@ def _chunk_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, temperatu
     return selective_log_softmax(head(hidden), targets, temperature)
 
 
+def _chunk_scores(head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float):
+    """A checkpointed chunk that also measures entropy: both from one head application."""
+    logits = head(hidden)
+    return selective_log_softmax(logits, targets, temperature), token_entropy(logits, temperature)
+
+
 def chunked_head_logprobs(
     head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, chunk: int
 ) -> torch.Tensor:
@@ -167,8 +238,23 @@ def chunked_head_logprobs(
     With gradients on, each chunk is checkpointed: only its hidden states are kept, and its
     logits are recomputed during backward, so at most one chunk's logits exist at any time.
     """
+    return head_scores(head, hidden, targets, temperature, chunk, entropy=False)[0]
+
+
+def head_scores(
+    head,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    chunk: int,
+    *,
+    entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`chunked_head_logprobs` and, with ``entropy``, each position's token entropy
+    (``[N]``, no gradient) from the same chunks' logits; None otherwise."""
     if hidden.shape[0] == 0:
-        return hidden.new_zeros(0, dtype=torch.float32)
+        empty = hidden.new_zeros(0, dtype=torch.float32)
+        return empty, empty.clone() if entropy else None
     grad = torch.is_grad_enabled() and (
         hidden.requires_grad or any(p.requires_grad for p in head.parameters())
     )
@@ -179,19 +265,30 @@ def chunked_head_logprobs(
             targets,
             chunk,
             lambda logits, t: selective_log_softmax(logits, t, temperature),
+            measure=(lambda logits: token_entropy(logits, temperature)) if entropy else None,
         )
-    parts = []
+    parts, ents = [], []
     for start in range(0, hidden.shape[0], chunk):
         h, t = hidden[start : start + chunk], targets[start : start + chunk]
-        if grad:
-            parts.append(
+        if grad and entropy:
+            # Non-reentrant checkpointing returns both; the backward recomputes the chunk's
+            # logits for the log-probs only (the entropy carries no gradient).
+            lp, ent = torch.utils.checkpoint.checkpoint(
+                _chunk_scores, head, h, t, temperature, use_reentrant=False
+            )
+        elif grad:
+            lp, ent = (
                 torch.utils.checkpoint.checkpoint(
                     _chunk_logprobs, head, h, t, temperature, use_reentrant=False
-                )
+                ),
+                None,
             )
         else:
-            parts.append(_chunk_logprobs(head, h, t, temperature))
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+            lp, ent = _scored(head(h), t, temperature, entropy)
+        parts.append(lp)
+        ents.append(ent)
+    values = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return values, (torch.cat(ents).detach() if entropy else None)
 
 
 def chunked_log_softmax(
@@ -200,16 +297,24 @@ def chunked_log_softmax(
     """:func:`selective_log_softmax` over ``logits`` ``[rows, ..., vocab]``, whole rows at a
     time and about ``chunk`` positions per piece, so its fp32 temporaries stay one piece large
     (for models whose logits come whole)."""
+    return log_softmax_scores(logits, targets, temperature, chunk, entropy=False)[0]
+
+
+def log_softmax_scores(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, chunk: int, *, entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`chunked_log_softmax` and, with ``entropy``, every position's token entropy (laid
+    out as the log-probs, no gradient) from the same pieces; None otherwise."""
     per_row = max(1, math.prod(logits.shape[1:-1]))
     rows = max(1, chunk // per_row)
     if logits.shape[0] <= rows:
-        return selective_log_softmax(logits, targets, temperature)
-    return torch.cat(
-        [
-            selective_log_softmax(logits[s : s + rows], targets[s : s + rows], temperature)
-            for s in range(0, logits.shape[0], rows)
-        ]
-    )
+        return _scored(logits, targets, temperature, entropy)
+    pieces = [
+        _scored(logits[s : s + rows], targets[s : s + rows], temperature, entropy)
+        for s in range(0, logits.shape[0], rows)
+    ]
+    values = torch.cat([lp for lp, _ in pieces])
+    return values, torch.cat([e for _, e in pieces]) if entropy else None
 
 
 # (model class, head class, attention implementation) -> whether logits == head(last hidden)
@@ -329,29 +434,51 @@ def _logits_chunk(model) -> int:
 def score_hidden(model, head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float):
     """Selected-token log-probs of ``targets`` ``[N]`` from ``hidden`` ``[N, H]`` through
     ``head``, in :func:`head_chunk_tokens` chunks (see :func:`chunked_head_logprobs`)."""
+    return _hidden_scores(model, head, hidden, targets, temperature, entropy=False)[0]
+
+
+def _hidden_scores(model, head, hidden, targets, temperature: float, *, entropy: bool):
     chunk = head_chunk_tokens(*_vocab_hidden(model, head))
     head_device = next(head.parameters()).device
-    return chunked_head_logprobs(
-        head, hidden.to(head_device), targets.to(head_device), temperature, chunk
+    return head_scores(
+        head,
+        hidden.to(head_device),
+        targets.to(head_device),
+        temperature,
+        chunk,
+        entropy=entropy,
     )
 
 
 def _score_columns(
     model, head, states: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, temperature
-) -> torch.Tensor:
+) -> TokenLogprobs:
     """Log-probs ``[rows, columns]`` of ``targets`` from ``states``: hidden states
     ``[rows, columns, H]`` through ``head`` (only the real tokens of ``mask``; pads get 0), or,
-    with ``head`` None, logits ``[rows, columns, vocab]`` (every column)."""
+    with ``head`` None, logits ``[rows, columns, vocab]`` (every column); with the token
+    entropies in the same layout inside :func:`measuring_entropy`."""
+    entropy = entropy_wanted()
     if head is None:
-        return chunked_log_softmax(states, targets, temperature, _logits_chunk(model))
+        values, ent = log_softmax_scores(
+            states, targets, temperature, _logits_chunk(model), entropy=entropy
+        )
+        return _measured(TokenLogprobs(values, mask, entropy=None if ent is None else ent * mask))
     rows, cols = mask.shape
     where = mask.reshape(-1).nonzero().squeeze(-1).to(states.device)
     hidden = states.reshape(rows * cols, states.shape[-1])[where]
-    lp = score_hidden(
-        model, head, hidden, targets.reshape(-1).to(states.device)[where], temperature
+    lp, ent = _hidden_scores(
+        model,
+        head,
+        hidden,
+        targets.reshape(-1).to(states.device)[where],
+        temperature,
+        entropy=entropy,
     )
-    out = torch.zeros(rows * cols, device=lp.device, dtype=torch.float32)
-    return out.index_put((where.to(lp.device),), lp).view(rows, cols)
+    at = (where.to(lp.device),)
+    values = torch.zeros(rows * cols, device=lp.device, dtype=torch.float32).index_put(at, lp)
+    if ent is not None:
+        ent = torch.zeros(rows * cols, device=lp.device).index_put(at, ent).view(rows, cols)
+    return _measured(TokenLogprobs(values.view(rows, cols), mask, entropy=ent))
 
 
 def padded_forward(
@@ -379,16 +506,14 @@ def padded_forward(
         out, hidden = hidden_forward(model, **kwargs)
         # Column p_width-1 predicts the first completion token.
         states = hidden[:, p_width - 1 : -1]
-        values = _score_columns(model, head, states, targets, comp_mask, temperature)
-        return TokenLogprobs(values, comp_mask), out, p_width
+        return _score_columns(model, head, states, targets, comp_mask, temperature), out, p_width
     keep = _takes_logits_to_keep(model)
     if keep:
         # Column p_width-1 predicts the first completion token; keep c_width+1 columns.
         kwargs["logits_to_keep"] = c_width + 1
     out = model(**kwargs)
     logits = out.logits[:, :-1] if keep else out.logits[:, p_width - 1 : -1]
-    values = _score_columns(model, None, logits, targets, comp_mask, temperature)
-    return TokenLogprobs(values, comp_mask), out, p_width
+    return _score_columns(model, None, logits, targets, comp_mask, temperature), out, p_width
 
 
 def completion_logprobs(
@@ -477,9 +602,7 @@ def shared_prompt_logprobs(
     else:
         _, hidden = hidden_forward(model, **comp_kwargs)
         states = torch.cat([prefix_hidden[:, -1:][rows], hidden[:, :-1]], dim=1)
-    return TokenLogprobs(
-        _score_columns(model, head, states, comp, comp_mask, temperature), comp_mask
-    )
+    return _score_columns(model, head, states, comp, comp_mask, temperature)
 
 
 def bins_next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
@@ -561,17 +684,28 @@ def packed_logprobs(
         slots.extend(range(i * c_width, i * c_width + len(c)))
     values = torch.zeros(len(rows) * c_width, device=device, dtype=torch.float32)
     mask = torch.zeros(len(rows), c_width, dtype=torch.float32)
+    entropy = entropy_wanted()
+    ent = torch.zeros_like(values) if entropy else None
     if targets:
         picked = states[torch.tensor(bins, device=device), torch.tensor(cols, device=device)]
         wanted = torch.tensor(targets, device=device)
         if head is None:
-            lp = chunked_log_softmax(picked, wanted, temperature, _logits_chunk(model))
+            lp, picked_ent = log_softmax_scores(
+                picked, wanted, temperature, _logits_chunk(model), entropy=entropy
+            )
         else:
-            lp = score_hidden(model, head, picked, wanted, temperature)
-        values = values.index_put((torch.tensor(slots, device=device),), lp)
+            lp, picked_ent = _hidden_scores(
+                model, head, picked, wanted, temperature, entropy=entropy
+            )
+        at = (torch.tensor(slots, device=device),)
+        values = values.index_put(at, lp)
+        if entropy:
+            ent = ent.index_put(at, picked_ent.to(device))
         for i, c in enumerate(completion_ids):
             mask[i, : len(c)] = 1.0
-    return TokenLogprobs(values.view(len(rows), c_width), mask.to(device))
+    shape = (len(rows), c_width)
+    entropy = None if ent is None else ent.view(shape)
+    return _measured(TokenLogprobs(values.view(shape), mask.to(device), entropy=entropy))
 
 
 # (model class, attention implementation) -> whether packed rows keep sequences apart

@@ -67,20 +67,29 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
 
 class _HeadLogprobs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, chunk, score_chunk):
+    def forward(ctx, hidden, weight, bias, targets, chunk, score_chunk, measure):
         device_type = hidden.device.type
+        parts, measured = [], []
         with torch.no_grad():
-            parts = [
-                score_chunk(F.linear(hidden[s : s + chunk], weight, bias), targets[s : s + chunk])
-                for s in range(0, hidden.shape[0], chunk)
-            ]
+            for s in range(0, hidden.shape[0], chunk):
+                logits = F.linear(hidden[s : s + chunk], weight, bias)
+                parts.append(score_chunk(logits, targets[s : s + chunk]))
+                if measure is not None:
+                    # From the forward's logits only: the backward recomputes no measurement.
+                    measured.append(measure(logits))
+                del logits
         ctx.save_for_backward(hidden, targets)
         ctx.weight, ctx.bias, ctx.chunk, ctx.score_chunk = weight, bias, chunk, score_chunk
         ctx.device_type, ctx.autocast = device_type, _autocast_state(device_type)
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        values = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if measure is None:
+            return values, None
+        extra = torch.cat(measured)
+        ctx.mark_non_differentiable(extra)
+        return values, extra
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _grad_measured=None):
         hidden, targets = ctx.saved_tensors
         weight, bias, chunk = ctx.weight, ctx.bias, ctx.chunk
         want_hidden, want_weight, want_bias = ctx.needs_input_grad[:3]
@@ -108,14 +117,18 @@ class _HeadLogprobs(torch.autograd.Function):
             if want_hidden:
                 d_hidden[s : s + chunk] = grads[1]
             del logits, lp, grads, d_logits
-        return d_hidden, None, None, None, None, None
+        return d_hidden, None, None, None, None, None, None
 
 
-def head_logprobs(head, hidden, targets, chunk: int, score_chunk):
+def head_logprobs(head, hidden, targets, chunk: int, score_chunk, measure=None):
     """``score_chunk(head(hidden[c]), targets[c])`` over position chunks ``c`` of ``chunk``
     rows, for a plain ``nn.Linear`` ``head``: the head's parameter gradients go into their
-    ``.grad`` in place (see the module docstring), the hidden states' flow back as usual."""
-    return _HeadLogprobs.apply(hidden, head.weight, head.bias, targets, chunk, score_chunk)
+    ``.grad`` in place (see the module docstring), the hidden states' flow back as usual.
+
+    Returns the scores and ``measure(logits)`` of every chunk's forward logits concatenated
+    (no gradient; a per-position diagnostic such as the token entropy), or None without
+    ``measure``."""
+    return _HeadLogprobs.apply(hidden, head.weight, head.bias, targets, chunk, score_chunk, measure)
 
 
 def head_sinks(head) -> bool:
