@@ -85,12 +85,12 @@ def _update(model, opt, prompts, comps, pad_id: int, budget) -> float:
     ``logprob_max_tokens``), a policy-gradient loss, backward per forward, step."""
     import torch
 
-    from comlrl.core.logprobs import score_parts
+    from comlrl.core.logprobs import token_logprobs_parts
 
     opt.zero_grad(set_to_none=True)
     adv = torch.linspace(-1.0, 1.0, len(prompts))
     total = 0.0
-    parts = score_parts(
+    parts = token_logprobs_parts(
         model,
         prompts,
         comps,

@@ -25,7 +25,7 @@ from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.trainer import TrainerBase
 
@@ -97,7 +97,7 @@ class BestOfKTrainer(TrainerBase):
             model, opt = self.agents[i], self.optimizers[i]
             model.train()
             opt.zero_grad(set_to_none=True)
-            lp = score(
+            lp = token_logprobs(
                 model,
                 [p.prompt_ids for p in picks],
                 [p.completion_ids for p in picks],

@@ -130,7 +130,9 @@ def test_value_head_reads_values_from_the_policy_forward(tmp_path, monkeypatch):
         lambda *a, **k: calls.append(len(a[2])) or original(*a, **k),
     )
     forwards = []
-    monkeypatch.setattr("comlrl.ac.steps.score_parts", lambda *a, **k: forwards.append(1) / 0)
+    monkeypatch.setattr(
+        "comlrl.ac.steps.token_logprobs_parts", lambda *a, **k: forwards.append(1) / 0
+    )
     trainer = make_iac(tmp_path, separate=False)
     _one_update(trainer)
     assert calls == [4, 4] and forwards == []

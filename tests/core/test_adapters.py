@@ -14,7 +14,7 @@ from peft import get_peft_model, set_peft_model_state_dict  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from comlrl.core.adapters import SharedBase, parameter_bytes  # noqa: E402
-from comlrl.core.logprobs import score  # noqa: E402
+from comlrl.core.logprobs import token_logprobs  # noqa: E402
 from comlrl.core.model_setup import build_peft_config  # noqa: E402
 from comlrl.core.testing import build_config  # noqa: E402
 
@@ -45,7 +45,11 @@ def _rows(seed: int):
 
 def _loss(model, seed: int):
     prompts, comps = _rows(seed)
-    return score(model, prompts, comps, pad_id=0, grad=True, layout="padded").sequence_sum().sum()
+    return (
+        token_logprobs(model, prompts, comps, pad_id=0, grad=True, layout="padded")
+        .sequence_sum()
+        .sum()
+    )
 
 
 def test_each_adapters_gradients_equal_a_separate_run():
@@ -97,10 +101,10 @@ def test_reference_is_the_base_with_adapters_disabled():
     a, _ = shared.agents()
     prompts, comps = _rows(0)
     with a.reference() as ref:
-        got = score(ref, prompts, comps, pad_id=0).sequence_sum()
-    want = score(base_copy, prompts, comps, pad_id=0).sequence_sum()
+        got = token_logprobs(ref, prompts, comps, pad_id=0).sequence_sum()
+    want = token_logprobs(base_copy, prompts, comps, pad_id=0).sequence_sum()
     torch.testing.assert_close(got, want)
-    adapted = score(a, prompts, comps, pad_id=0).sequence_sum()
+    adapted = token_logprobs(a, prompts, comps, pad_id=0).sequence_sum()
     assert (adapted - want).abs().max() > 1e-4  # the adapter is back on after the reference
 
 

@@ -12,7 +12,7 @@ import torch
 
 from comlrl.core.distributed import local_context
 from comlrl.core.gradients import GradientSync
-from comlrl.core.logprobs import score_parts
+from comlrl.core.logprobs import token_logprobs_parts
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
 from comlrl.core.testing import tiny_pair
@@ -45,7 +45,7 @@ def _weight_change(model, bf16: bool, steps: int = 3) -> torch.Tensor:
     prompts, comps = _rows()
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
     for _ in range(steps):
-        parts = score_parts(model, prompts, comps, pad_id=0, max_tokens=None)
+        parts = token_logprobs_parts(model, prompts, comps, pad_id=0, max_tokens=None)
         train_step(
             _trainer(bf16),
             Target(model.parameters(), opt),

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
-from comlrl.core.logprobs import kernels, score
+from comlrl.core.logprobs import kernels, token_logprobs
 from comlrl.core.model_setup import enable_gradient_checkpointing
 from comlrl.core.testing import build_config
 
@@ -75,7 +75,7 @@ def test_chunked_values_and_gradients_equal_the_unchunked_ones(layout, small_chu
     model = _model()
     prompts, comps = _rows(512)
     adv = torch.linspace(-1, 1, len(prompts))
-    lp = score(model, prompts, comps, pad_id=0, grad=True, layout=layout, temperature=0.7)
+    lp = token_logprobs(model, prompts, comps, pad_id=0, grad=True, layout=layout, temperature=0.7)
     (adv * lp.sequence_sum()).sum().backward()
     got, got_grads = lp.sequence_sum().detach(), _grads(model)
     model.zero_grad(set_to_none=True)
@@ -94,7 +94,7 @@ def test_gradient_checkpointing_composes(small_chunks):
     prompts, comps = _rows(512)
     # dropout is 0 in these configs, so train mode (checkpointing on) and eval score alike
     model.train()
-    lp = score(model, prompts, comps, pad_id=0, grad=True)
+    lp = token_logprobs(model, prompts, comps, pad_id=0, grad=True)
     lp.sequence_sum().sum().backward()
     got = _grads(model)
     model.zero_grad(set_to_none=True)
@@ -125,7 +125,9 @@ def test_no_forward_or_backward_holds_a_whole_buffer_of_logits():
 
     hooks = [m.register_forward_hook(record) for m in model.modules()]
     try:
-        lp = score(model, prompts, comps, pad_id=0, grad=True, layout="padded", temperature=0.6)
+        lp = token_logprobs(
+            model, prompts, comps, pad_id=0, grad=True, layout="padded", temperature=0.6
+        )
         lp.sequence_sum().sum().backward()
     finally:
         for h in hooks:
@@ -148,9 +150,16 @@ def test_models_that_change_logits_after_the_head_keep_their_logits(small_chunks
     model = _model(cls=_ScaledLogits)
     assert kernels.head_split(model) is None
     prompts, comps = _rows(512)
-    got = score(model, prompts, comps, pad_id=0, layout="padded", temperature=2.0)
+    got = token_logprobs(model, prompts, comps, pad_id=0, layout="padded", temperature=2.0)
     # doubled logits at temperature 2 are the plain model's at temperature 1
     plain = _model()
     torch.testing.assert_close(
         got.sequence_sum(), _unchunked(plain, prompts, comps, 1.0).detach(), rtol=1e-4, atol=1e-4
     )
+
+
+def test_the_engines_earlier_names_are_the_same_calls():
+    from comlrl.core import logprobs
+
+    assert logprobs.score is logprobs.token_logprobs
+    assert logprobs.score_parts is logprobs.token_logprobs_parts

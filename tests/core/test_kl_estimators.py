@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.reference import check_estimator, estimator_for, sequence_kl, token_kl
 from comlrl.core.testing import tiny_pair
 
@@ -47,8 +47,8 @@ def test_sequence_kl_sums_the_token_estimates(estimator):
     comps = [[10, 11, 12], [13]]
     pad = tok.pad_token_id
     got = sequence_kl(policy, reference, prompts, comps, pad, estimator=estimator)
-    pol = score(policy, prompts, comps, pad_id=pad, layout="padded")
-    ref = score(reference, prompts, comps, pad_id=pad, layout="padded")
+    pol = token_logprobs(policy, prompts, comps, pad_id=pad, layout="padded")
+    ref = token_logprobs(reference, prompts, comps, pad_id=pad, layout="padded")
     for row, comp in enumerate(comps):
         n = len(comp)
         want = token_kl(pol.values[row, :n], ref.values[row, :n], estimator).sum().item()

@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("peft")
 
 from comlrl.core.adapters import AdapterAgent, parameter_bytes  # noqa: E402
-from comlrl.core.logprobs import score  # noqa: E402
+from comlrl.core.logprobs import token_logprobs  # noqa: E402
 from comlrl.core.reference import reference_models_for  # noqa: E402
 from comlrl.core.testing import tiny_model_dir  # noqa: E402
 from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer  # noqa: E402
@@ -62,10 +62,10 @@ def test_reference_is_the_base_with_adapters_disabled(tmp_path):
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir()).eval()
     prompts, comps = [[5, 6, 7, 8]], [[9, 10, 11]]
-    want = score(base, prompts, comps, pad_id=0).values
+    want = token_logprobs(base, prompts, comps, pad_id=0).values
     for ref in refs:
-        torch.testing.assert_close(score(ref, prompts, comps, pad_id=0).values, want)
-    policy = score(agents[0], prompts, comps, pad_id=0).values
+        torch.testing.assert_close(token_logprobs(ref, prompts, comps, pad_id=0).values, want)
+    policy = token_logprobs(agents[0], prompts, comps, pad_id=0).values
     assert not torch.allclose(policy, want)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import Qwen2Config
 
-from comlrl.core.logprobs import budget, score, score_parts
+from comlrl.core.logprobs import budget, token_logprobs, token_logprobs_parts
 from comlrl.core.logprobs.budget import activation_bytes_per_token, min_budget, token_budget
 from comlrl.core.testing import tiny_pair
 from comlrl.pbrl.pair_batches import pair_groups
@@ -55,8 +55,8 @@ def test_a_test_sized_model_scores_exactly_as_without_a_cap():
     model, _ = tiny_pair(seed=0)
     assert token_budget("auto", model) > 50_000
     prompts, comps = _rows()
-    auto = score(model, prompts, comps, pad_id=0, max_tokens="auto")
-    free = score(model, prompts, comps, pad_id=0, max_tokens=None)
+    auto = token_logprobs(model, prompts, comps, pad_id=0, max_tokens="auto")
+    free = token_logprobs(model, prompts, comps, pad_id=0, max_tokens=None)
     assert torch.equal(auto.values, free.values) and torch.equal(auto.mask, free.mask)
 
 
@@ -69,7 +69,7 @@ def test_a_binding_budget_splits_the_forwards_and_keeps_the_gradient(monkeypatch
 
     def gradient(max_tokens):
         model.zero_grad(set_to_none=True)
-        parts = list(score_parts(model, prompts, comps, pad_id=0, max_tokens=max_tokens))
+        parts = list(token_logprobs_parts(model, prompts, comps, pad_id=0, max_tokens=max_tokens))
         for _, lp in parts:
             lp.sequence_sum().sum().backward()
         return len(parts), [p.grad.clone() for p in model.parameters() if p.grad is not None]

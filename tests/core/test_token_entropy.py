@@ -9,7 +9,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from comlrl.core.logprobs import kernels, measuring_entropy, score, score_parts, vocab_grads
+from comlrl.core.logprobs import (
+    kernels,
+    measuring_entropy,
+    token_logprobs,
+    token_logprobs_parts,
+    vocab_grads,
+)
 from comlrl.core.testing import build_config
 
 VOCAB = 512
@@ -59,9 +65,9 @@ def test_entropy_equals_the_whole_logits_entropy_in_every_layout(monkeypatch, la
         monkeypatch.setattr(kernels, "head_split", lambda model: None)
     kw = dict(pad_id=0, layout=layout, temperature=0.7, dedupe=False)
     with measuring_entropy():
-        lp = score(model, prompts, comps, **kw)
+        lp = token_logprobs(model, prompts, comps, **kw)
     _check(lp, _expected(model, prompts, comps, 0.7))
-    plain = score(model, prompts, comps, **kw)
+    plain = token_logprobs(model, prompts, comps, **kw)
     assert plain.entropy is None
     torch.testing.assert_close(lp.values, plain.values)
 
@@ -81,7 +87,7 @@ def test_gradient_passes_measure_entropy_and_keep_their_gradients(monkeypatch, s
         model.zero_grad()
         entropies = []
         with measuring_entropy(measure):
-            for idx, lp in score_parts(
+            for idx, lp in token_logprobs_parts(
                 model, prompts, comps, pad_id=0, layout="padded", dedupe=False
             ):
                 lp.sequence_sum().sum().backward()
@@ -104,7 +110,7 @@ def test_deduped_rows_share_their_entropy():
     model, (prompts, comps) = _model(), _rows()
     prompts, comps = prompts + prompts[:2], comps + comps[:2]
     with measuring_entropy():
-        lp = score(model, prompts, comps, pad_id=0)
+        lp = token_logprobs(model, prompts, comps, pad_id=0)
     torch.testing.assert_close(lp.entropy[-2:], lp.entropy[:2])
 
 

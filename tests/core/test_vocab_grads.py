@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from comlrl.core.logprobs import kernels, score, vocab_grads
+from comlrl.core.logprobs import kernels, token_logprobs, vocab_grads
 from comlrl.core.testing import build_config
 
 
@@ -50,7 +50,7 @@ def _backward(model, layout, passes=1, temperature=0.7, zeroed=False):
             p.grad = torch.zeros_like(p)
     values = []
     for k in range(passes):
-        lp = score(
+        lp = token_logprobs(
             model, ps, cs, pad_id=0, layout=layout, temperature=temperature, dedupe=False, grad=True
         )
         weights = torch.linspace(-1.0, 1.0 + k, len(ps))

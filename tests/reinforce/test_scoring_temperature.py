@@ -30,7 +30,7 @@ def _first_steps(monkeypatch, trainer):
     rows scored by hand at T and at 1 under the policy and the reference."""
     seen: dict[int, dict] = {}
     step = trainer._step
-    score_parts = magrpo_module.score_parts
+    score_parts = magrpo_module.token_logprobs_parts
 
     def spied_step(agent, model, opt, batch):
         if agent not in seen:
@@ -61,7 +61,7 @@ def _first_steps(monkeypatch, trainer):
             yield idx, lp
 
     monkeypatch.setattr(trainer, "_step", spied_step)
-    monkeypatch.setattr(magrpo_module, "score_parts", spied_parts)
+    monkeypatch.setattr(magrpo_module, "token_logprobs_parts", spied_parts)
     return seen
 
 

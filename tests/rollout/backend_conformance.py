@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 
-from comlrl.core.logprobs.engine import score
+from comlrl.core.logprobs.engine import token_logprobs
 from comlrl.core.rollout.generation import SamplingParams, tokenize_prompts
 from comlrl.core.testing import prompts
 
@@ -141,7 +141,7 @@ class BackendConformance:
             assert all(torch.isfinite(torch.tensor(x)) and x <= 1e-6 for x in lp)
         model = harness.models[0]
         pad = harness.tokenizers[0].pad_token_id
-        scored = score(
+        scored = token_logprobs(
             model, [p for p, _, _ in rows], [c for _, c, _ in rows], pad_id=pad, temperature=0.7
         )
         diffs = []

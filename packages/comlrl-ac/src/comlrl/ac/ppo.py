@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from comlrl.core import algos
-from comlrl.core.logprobs import TokenLogprobs, score
+from comlrl.core.logprobs import TokenLogprobs, token_logprobs
 from comlrl.core.ratio import padded_rows
 from comlrl.core.rollout.record import ValueGroup
 
@@ -47,7 +47,7 @@ def attach_old_logps(trainer: Any, per_agent: Sequence[Sequence[ValueGroup]]) ->
         was = model.training
         model.eval()
         try:
-            lp = score(
+            lp = token_logprobs(
                 model,
                 [g.prompt_ids for g in groups for _ in g.completion_ids],
                 comps,

@@ -14,7 +14,7 @@ from comlrl.ac.ppo import Row, actor_loss, advantage_divisors
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
 from comlrl.core.dropout import dropout_off
-from comlrl.core.logprobs import micro_batches, score_parts
+from comlrl.core.logprobs import micro_batches, token_logprobs_parts
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.train_step import Target, train_step
@@ -101,7 +101,7 @@ def policy_step(
     norm and the ratio's metrics (none on-policy)."""
     model, opt = trainer.agents[agent], trainer.agent_optimizers[agent]
     pad = trainer.tokenizers[agent].pad_token_id
-    parts = score_parts(
+    parts = token_logprobs_parts(
         model,
         [g.prompt_ids for g, _ in batch],
         [g.completion_ids[k] for g, k in batch],

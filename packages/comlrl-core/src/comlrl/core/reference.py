@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from comlrl.core.config.base import KL_ESTIMATORS
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.sharding import unsharded_copy
 
@@ -97,8 +97,8 @@ def sequence_kl(
     try:
         # One padded forward each (the callers size the rows to their budget).
         t = {"pad_id": pad_id, "layout": "padded", "temperature": temperature}
-        pol = score(policy, prompt_ids, completion_ids, **t)
-        ref = score(reference, prompt_ids, completion_ids, **t)
+        pol = token_logprobs(policy, prompt_ids, completion_ids, **t)
+        ref = token_logprobs(reference, prompt_ids, completion_ids, **t)
     finally:
         policy.train(was_training)
     mask = ref.mask
@@ -117,7 +117,7 @@ def reference_token_logps(
 ) -> list[list[float]]:
     """The reference's per-token log-probs of each completion at ``temperature`` (for a KL term
     in the loss, against the policy scored at the same temperature)."""
-    ref = score(
+    ref = token_logprobs(
         reference,
         prompt_ids,
         completion_ids,

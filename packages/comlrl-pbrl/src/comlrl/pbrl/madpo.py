@@ -16,7 +16,7 @@ import torch
 from comlrl.core import algos
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.logprobs.budget import (
     activation_budget_bytes,
     activation_bytes_per_token,
@@ -222,11 +222,11 @@ class MADPOTrainer(PreferenceTrainerBase):
 
         Each distinct ``(prompt, completion)`` row is scored once (a candidate in several pairs
         gets one reference log-prob), rows packed or grouped by length
-        (:func:`comlrl.core.logprobs.score`, ``layout="packed"``). DPO scores at temperature 1
+        (:func:`comlrl.core.logprobs.token_logprobs`, ``layout="packed"``). DPO scores at temperature 1
         whatever the candidates were sampled at: its loss has no importance ratio over the
         samples, and its optimum is stated for the model's own distribution."""
         model = self.agents[actor] if model is None else model
-        return score(
+        return token_logprobs(
             model,
             prompt_ids,
             completion_ids,

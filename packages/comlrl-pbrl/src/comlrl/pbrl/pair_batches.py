@@ -2,7 +2,7 @@
 
 A pair contributes a winner row and a loser row per actor, and rows repeat across the pairs of
 an update (the best candidate of an item often wins several pairs; an actor may write the same
-text in both candidates). The log-prob engine (:func:`comlrl.core.logprobs.score`) scores each
+text in both candidates). The log-prob engine (:func:`comlrl.core.logprobs.token_logprobs`) scores each
 distinct ``(prompt, completion)`` row of a group once and indexes its log-prob by every pair
 that uses it, so its gradient sums over those pairs.
 

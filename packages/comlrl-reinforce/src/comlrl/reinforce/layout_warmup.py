@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from comlrl.core.distributed import item_seed
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
@@ -80,7 +80,9 @@ def warm_up_layout(trainer: Any, steps: int) -> dict[str, float]:
     losses = []
 
     def nll(batch):
-        logps = score(model, [p for p, _ in batch], [c for _, c in batch], pad_id=pad, grad=True)
+        logps = token_logprobs(
+            model, [p for p, _ in batch], [c for _, c in batch], pad_id=pad, grad=True
+        )
         mask = logps.mask.to(logps.values.dtype)
         return -(logps.values * mask).sum() / mask.sum().clamp(min=1.0)
 

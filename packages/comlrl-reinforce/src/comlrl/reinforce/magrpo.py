@@ -17,7 +17,7 @@ from comlrl.core.dropout import dropout_off
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
 from comlrl.core.logging.completions import tree_rows
-from comlrl.core.logprobs import score_parts
+from comlrl.core.logprobs import token_logprobs_parts
 from comlrl.core.optim import build_adamw
 from comlrl.core.ratio import padded_rows
 from comlrl.core.reference import reference_models_for
@@ -275,7 +275,7 @@ class MAGRPOTrainer(TrainerBase):
         pad = self.tokenizers[agent].pad_token_id
         # A node's K completions share its prompt; the planner encodes it once per micro-batch
         # where that pays (planning.sharing_pays). Rows stay as they are (no dedupe).
-        parts = score_parts(
+        parts = token_logprobs_parts(
             model,
             prompts,
             comps,

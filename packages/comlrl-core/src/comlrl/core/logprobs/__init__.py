@@ -1,13 +1,21 @@
 """Per-token log-probabilities of completions given their prompts.
 
-:func:`score` (and :func:`score_parts` for gradient passes under a token budget) is the one call
-a trainer makes: it dedupes rows, plans shared-prompt, packed or padded forwards
+:func:`token_logprobs` (and :func:`token_logprobs_parts` for gradient passes under a token
+budget) is the one call a trainer makes: it dedupes rows, plans shared-prompt, packed or padded forwards
 (:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
 :mod:`~comlrl.core.logprobs.kernels`, returning :class:`TokenLogprobs` (values and mask per
-token), at the sampler's ``temperature``. The kernels and planners are exported too, for code that drives forwards itself.
+token), at the sampler's ``temperature``. The kernels and planners are exported too, for code
+that drives forwards itself. ``score`` and ``score_parts`` are the earlier names of the two
+calls (in this project "score" is the rewards' word).
 """
 
-from comlrl.core.logprobs.engine import distinct_rows, score, score_parts
+from comlrl.core.logprobs.engine import (
+    distinct_rows,
+    score,
+    score_parts,
+    token_logprobs,
+    token_logprobs_parts,
+)
 from comlrl.core.logprobs.kernels import (
     TokenLogprobs,
     check_temperature,
@@ -58,5 +66,7 @@ __all__ = [
     "selective_log_softmax",
     "shared_prompt_logprobs",
     "shared_prompt_micro_batches",
+    "token_logprobs",
+    "token_logprobs_parts",
     "token_entropy",
 ]

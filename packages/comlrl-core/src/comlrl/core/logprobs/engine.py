@@ -1,8 +1,9 @@
-"""The one call that scores completions: plan the forwards, dedupe rows, return per-token values.
+"""The one call for completions' log-probs: plan the forwards, dedupe rows, return per-token
+values.
 
-:func:`score` returns the per-token log-probs of every row (with their mask, so a loss can form
+:func:`token_logprobs` returns the per-token log-probs of every row (with their mask, so a loss can form
 ratios, and the exact per-row sums), computed in forwards of at most ``max_tokens`` tokens. For
-a gradient pass that must stay within the budget, :func:`score_parts` yields one planned forward
+a gradient pass that must stay within the budget, :func:`token_logprobs_parts` yields one planned forward
 at a time, so the caller can backpropagate each part before the next is computed (a loss that is
 a sum over rows splits exactly over the parts).
 
@@ -55,7 +56,7 @@ def _scored_groups(
         yield idx, kernel(model, rows_p, rows_c, pad_id, temperature=temperature)
 
 
-def score_parts(
+def token_logprobs_parts(
     model,
     prompt_ids: Sequence[Sequence[int]],
     completion_ids: Sequence[Sequence[int]],
@@ -75,7 +76,7 @@ def score_parts(
     so ``loss.backward()`` per part keeps one part's graph alive at a time. Gradients flow unless
     the caller disables them. ``dedupe`` scores identical rows once (the rows that share a
     forward's value come out together in its part); ``layout`` is as for
-    :func:`~comlrl.core.logprobs.planning.plan`; ``temperature`` is as for :func:`score`.
+    :func:`~comlrl.core.logprobs.planning.plan`; ``temperature`` is as for :func:`token_logprobs`.
     """
     max_tokens = token_budget(max_tokens, model)
     _check_budget(max_tokens)
@@ -100,7 +101,7 @@ def score_parts(
         yield [j for u in idx for j in members[u]], rows
 
 
-def score(
+def token_logprobs(
     model,
     prompt_ids: Sequence[Sequence[int]],
     completion_ids: Sequence[Sequence[int]],
@@ -121,7 +122,7 @@ def score(
     model's budget, :mod:`comlrl.core.logprobs.budget`) planned by
     ``layout`` (see :func:`~comlrl.core.logprobs.planning.plan`); with ``dedupe`` each distinct
     ``(prompt, completion)`` row is scored once. With ``grad`` the graphs of every forward are
-    kept for one backward (use :func:`score_parts` to backpropagate forward by forward);
+    kept for one backward (use :func:`token_logprobs_parts` to backpropagate forward by forward);
     without it the forwards run under ``no_grad``. Inside
     :func:`~comlrl.core.logprobs.kernels.measuring_entropy` the result also carries each
     token's entropy (``entropy``), from the same forwards.
@@ -161,3 +162,9 @@ def score(
             values, mask, sums = values[at], mask[at], sums[at]
             entropy = None if entropy is None else entropy[at]
     return TokenLogprobs(values, mask, sums, entropy)
+
+
+# The earlier names, kept for imports of them: "score" is the rewards' word in this project, so
+# the engine's functions are named for what they return.
+score = token_logprobs
+score_parts = token_logprobs_parts

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from comlrl.core.dropout import dropout_off
-from comlrl.core.logprobs import score
+from comlrl.core.logprobs import token_logprobs
 from comlrl.core.reference import reference_token_logps
 from comlrl.core.rewards.report import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
@@ -190,7 +190,7 @@ def attach_logprobs(
 
         def rollout_policy(i, p, c):
             with dropout_off(trainer.agents[i]):
-                lp = score(
+                lp = token_logprobs(
                     trainer.agents[i],
                     p,
                     c,

@@ -258,7 +258,7 @@ class VLLMBackend(TokenBackend):
     # ------------------------------------------------------------------ diagnostic
     def _diagnose(self, agent: int, records: list[SampledIds], temperature: float) -> None:
         """Mean |sampler - trainer| token log-prob over this rollout's tokens."""
-        from comlrl.core.logprobs.engine import score
+        from comlrl.core.logprobs.engine import token_logprobs
 
         rows = [
             (r.prompt_ids, c, lp)
@@ -274,7 +274,7 @@ class VLLMBackend(TokenBackend):
         was_training = model.training
         model.eval()
         try:
-            scored = score(
+            scored = token_logprobs(
                 model,
                 [p for p, _, _ in rows],
                 [c for _, c, _ in rows],
