@@ -85,6 +85,20 @@ class RolloutBackend(Protocol):
         ...
 
 
+def prompt_samples(tokenizer, prompts: Sequence[str], sampled: Sequence[SampledIds]):
+    """The text records of sampled ids: each prompt with its ids, completions and their text."""
+    return [
+        PromptSamples(
+            prompt,
+            list(s.prompt_ids),
+            s.completion_ids,
+            tokenizer.batch_decode(s.completion_ids, skip_special_tokens=True),
+            s.logprobs,
+        )
+        for prompt, s in zip(prompts, sampled)
+    ]
+
+
 def check_seeds(seeds: Sequence[int] | None, prompts: Sequence) -> None:
     """One seed per prompt, or none."""
     if seeds is not None and len(seeds) != len(prompts):
@@ -109,17 +123,7 @@ class TokenBackend:
         check_seeds(seeds, prompts)
         tokenizer = self.tokenizers[agent]
         ids = tokenize_prompts(tokenizer, prompts, getattr(params, "max_prompt_length", None))
-        sampled = self.generate_ids(agent, ids, n, params, seeds)
-        return [
-            PromptSamples(
-                prompt,
-                list(s.prompt_ids),
-                s.completion_ids,
-                tokenizer.batch_decode(s.completion_ids, skip_special_tokens=True),
-                s.logprobs,
-            )
-            for prompt, s in zip(prompts, sampled)
-        ]
+        return prompt_samples(tokenizer, prompts, self.generate_ids(agent, ids, n, params, seeds))
 
     def on_weights_updated(self, agent: int, model: torch.nn.Module) -> None:
         """Nothing to do by default (a backend decoding with the trained model itself)."""
@@ -178,12 +182,7 @@ class HFBackend(TokenBackend):
             shared, names, self.tokenizers[0], ids, n, params, self.max_sequences_per_call
         )
         return [
-            [
-                PromptSamples(
-                    prompt, list(p_ids), comps, tok.batch_decode(comps, skip_special_tokens=True)
-                )
-                for prompt, p_ids, comps in zip(prompts, agent_ids, agent_rows)
-            ]
+            prompt_samples(tok, prompts, [SampledIds(p, r) for p, r in zip(agent_ids, agent_rows)])
             for tok, prompts, agent_ids, agent_rows in zip(
                 self.tokenizers, prompts_per_agent, ids, rows
             )

@@ -150,7 +150,8 @@ def trim_completion(row: Sequence[int], eos_ids: set[int], pad_id: int | None) -
     return out
 
 
-def _eos_ids(tokenizer, model) -> set[int]:
+def eos_ids_of(tokenizer, model) -> set[int]:
+    """Every end-of-sequence id of ``tokenizer`` and ``model``'s generation config."""
     ids: set[int] = set()
     for value in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
         if isinstance(value, int):
@@ -190,6 +191,22 @@ def sample_rows(
         else:
             rows = decode_compacting(*args, generator, direct=decoder == "direct")
         return [trim_completion(r, eos_ids, pad_id) for r in rows]
+    return generate_rows(model, input_ids, attention_mask, num_samples, gen_kwargs, eos_ids, pad_id)
+
+
+def generate_rows(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    num_samples: int,
+    gen_kwargs: dict[str, Any],
+    eos_ids: set[int],
+    pad_id: int,
+    **forward_kwargs: Any,
+) -> list[list[int]]:
+    """``num_samples`` completions per left-padded prompt row by ``model.generate`` (prompt-
+    major), each trimmed after its first EOS; ``forward_kwargs`` go to ``generate`` as well
+    (peft's per-row ``adapter_names``, say)."""
     out = model.generate(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -198,6 +215,7 @@ def sample_rows(
         eos_token_id=sorted(eos_ids) if eos_ids else None,
         return_dict_in_generate=False,
         **gen_kwargs,
+        **forward_kwargs,
     )
     new = out[:, input_ids.shape[1] :].tolist()
     return [trim_completion(r, eos_ids, pad_id) for r in new]
@@ -227,7 +245,7 @@ def sample_completion_ids(
     if not prompt_ids:
         return []
     device = next(model.parameters()).device
-    eos_ids = _eos_ids(tokenizer, model)
+    eos_ids = eos_ids_of(tokenizer, model)
     pad_id = tokenizer.pad_token_id
     per_call = (
         len(prompt_ids)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.rollout.generation import SamplingParams, _eos_ids, left_pad, trim_completion
+from comlrl.core.rollout.generation import SamplingParams, eos_ids_of, generate_rows, left_pad
 
 
 def shared_adapters(models: Sequence[Any], tokenizers: Sequence[Any]):
@@ -41,7 +41,7 @@ def shared_adapters(models: Sequence[Any], tokenizers: Sequence[Any]):
     if any(m.shared is not shared for m in models) or len(set(names)) != len(names):
         return None
     pads = {t.pad_token_id for t in tokenizers}
-    eos = {frozenset(_eos_ids(t, shared.model)) for t in tokenizers}
+    eos = {frozenset(eos_ids_of(t, shared.model)) for t in tokenizers}
     if len(pads) != 1 or len(eos) != 1:
         return None
     return shared, names
@@ -61,7 +61,7 @@ def sample_mixed(
     copies stay in one call). Returns ``[agent][prompt][sample]`` token ids, each trimmed after
     its first EOS."""
     model = shared.model
-    eos_ids = _eos_ids(tokenizer, model)
+    eos_ids = eos_ids_of(tokenizer, model)
     pad_id = tokenizer.pad_token_id
     jobs = [(i, j) for i, prompts in enumerate(prompt_ids_per_agent) for j in range(len(prompts))]
     per_call = len(jobs)
@@ -81,20 +81,18 @@ def sample_mixed(
                         prompt_ids_per_agent[i][j] for i, j in chunk for _ in range(num_samples)
                     ]
                     ids, mask = left_pad(rows, pad_id)
-                    generated = model.generate(
-                        input_ids=ids.to(device),
-                        attention_mask=mask.to(device),
+                    new = generate_rows(
+                        model,
+                        ids.to(device),
+                        mask.to(device),
+                        1,  # each copy is a row of its own, so it names its adapter
+                        gen_kwargs,
+                        eos_ids,
+                        pad_id,
                         adapter_names=[names[i] for i, _ in chunk for _ in range(num_samples)],
-                        num_return_sequences=1,
-                        pad_token_id=pad_id,
-                        eos_token_id=sorted(eos_ids) if eos_ids else None,
-                        return_dict_in_generate=False,
-                        **gen_kwargs,
                     )
-                    new = generated[:, ids.shape[1] :].tolist()
                     for c, (i, j) in enumerate(chunk):
-                        copies = new[c * num_samples : (c + 1) * num_samples]
-                        out[i][j] = [trim_completion(r, eos_ids, pad_id) for r in copies]
+                        out[i][j] = new[c * num_samples : (c + 1) * num_samples]
         finally:
             model.train(was_training)
     return out

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from comlrl.core.rollout.backend import SampledIds, TokenBackend, check_seeds
-from comlrl.core.rollout.generation import _eos_ids
+from comlrl.core.rollout.generation import eos_ids_of
 from comlrl.core.rollout.vllm.adapters import AdapterBook, AdapterSlot
 from comlrl.core.rollout.vllm.options import VLLMOptions, vllm_options
 from comlrl.core.rollout.vllm.sampling import sampling_kwargs
@@ -174,7 +174,7 @@ class VLLMBackend(TokenBackend):
         engine = self._engine[agent]
         self._wake(engine)
         self._refresh(agent)
-        eos = _eos_ids(self.tokenizers[agent], self.models[agent])
+        eos = eos_ids_of(self.tokenizers[agent], self.models[agent])
         adapter = self._books[agent].current(agent) if agent in self._books else None
         requests = [
             EngineRequest(
