@@ -5,9 +5,10 @@ models, tokenizers, optimizers, schedulers and extra state through the trainer's
 (``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``, ``schedulers_list``,
 ``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
 this class captures and restores the state the core owns (the logging mark, the non-finite and
-optimizer step counters, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its
-shuffling RNG, the monitors' series), the loop's position, and the user callbacks with state, and opens the
-checkpoint session of a ``train()`` call.
+optimizer step counters, the reward call mode ``auto`` settled on, the LR schedules of
+``lr_scheduler_type``, the rollout buffer and its shuffling RNG, the monitors' series), the
+loop's position, and the user callbacks with state, and opens the checkpoint session of a
+``train()`` call.
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ class Checkpointing:
 
     def core_state(self) -> dict[str, Any]:
         """The core's part of the family state, as plain data: the logging mark and the
-        non-finite counter, the reward call mode ``auto`` settled on, the optimizer step counts, the LR schedules, and the rollout buffer
-        with its shuffling RNG. ``TrainerBase.state_dict`` returns it, and families extend
+        non-finite counter, the reward call mode ``auto`` settled on, the optimizer step
+        counts, the LR schedules, the rollout buffer with its shuffling RNG, and the monitors'
+        series. ``TrainerBase.state_dict`` returns it, and families extend
         that (their keys sit next to these in a checkpoint's family state)."""
         t = self.trainer
         state: dict[str, Any] = {

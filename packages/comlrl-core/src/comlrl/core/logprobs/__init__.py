@@ -1,8 +1,8 @@
 """Per-token log-probabilities of completions given their prompts.
 
 :func:`token_logprobs` (and :func:`token_logprobs_parts` for gradient passes under a token
-budget) is the one call a trainer makes: it dedupes rows, plans shared-prompt, packed or padded forwards
-(:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
+budget) is the one call a trainer makes: it dedupes rows, plans shared-prompt, packed or
+padded forwards (:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
 :mod:`~comlrl.core.logprobs.kernels`, returning :class:`TokenLogprobs` (values and mask per
 token), at the sampler's ``temperature``. The kernels and planners are exported too, for code
 that drives forwards itself. ``score`` and ``score_parts`` are the earlier names of the two

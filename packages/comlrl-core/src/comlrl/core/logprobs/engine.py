@@ -1,10 +1,10 @@
 """The one call for completions' log-probs: plan the forwards, dedupe rows, return per-token
 values.
 
-:func:`token_logprobs` returns the per-token log-probs of every row (with their mask, so a loss can form
-ratios, and the exact per-row sums), computed in forwards of at most ``max_tokens`` tokens. For
-a gradient pass that must stay within the budget, :func:`token_logprobs_parts` yields one planned forward
-at a time, so the caller can backpropagate each part before the next is computed (a loss that is
+:func:`token_logprobs` returns the per-token log-probs of every row (with their mask, so a
+loss can form ratios, and the exact per-row sums), computed in forwards of at most
+``max_tokens`` tokens. For a gradient pass that must stay within the budget,
+:func:`token_logprobs_parts` yields one planned forward at a time, so the caller can backpropagate each part before the next is computed (a loss that is
 a sum over rows splits exactly over the parts).
 
 Identical ``(prompt, completion)`` rows are scored once (``dedupe``): the distinct rows are

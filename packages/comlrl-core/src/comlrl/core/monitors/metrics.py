@@ -1,8 +1,8 @@
 """What the monitors measure, from what core already holds.
 
 - From an update's experience (the rollout record:
-  :class:`~comlrl.core.rollout.record.RolloutGroup` and its subclasses), per agent and turn: the mean completion length in tokens, the share of
-  groups whose K completions all got the same task reward (no learning signal), the mean
+  :class:`~comlrl.core.rollout.record.RolloutGroup` and its subclasses), per agent and turn:
+  the mean completion length in tokens, the share of groups whose K completions all got the same task reward (no learning signal), the mean
   per-token KL to the reference that reward shaping took; and per turn the mean training reward
   (for the train/eval gap).
 - From the update's optimizer steps (:func:`comlrl.core.train_step.train_step`), per agent and

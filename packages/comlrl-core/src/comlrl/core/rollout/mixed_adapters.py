@@ -10,8 +10,9 @@ measured the mixed call 1.65x / 2.40x / 2.84x faster at N = 2 / 4 / 8 agents (do
 - every agent is an adapter of the same shared model, with its own adapter name;
 - the agents agree on the pad and end-of-sequence ids;
 - the request is unseeded and samples (greedy decoding of K > 1 copies is refused, as
-  ``generate`` refuses it agent by agent). Item-seeded sampling (``item_seeded_sampling=True``) promises that a
-  prompt's samples depend on its seed alone, so it keeps decoding agent by agent.
+  ``generate`` refuses it agent by agent). Item-seeded sampling (``item_seeded_sampling=True``)
+  promises that a prompt's samples depend on its seed alone, so it keeps decoding agent by
+  agent.
 
 ``rollout_backend_options: {mixed_adapters: false}`` turns it off. Rows are decoded by the shared
 model's ``generate`` (peft does not take ``adapter_names`` in the compacting decoder's forward
