@@ -193,10 +193,28 @@ def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
     return lse - torch.softmax(z, dim=-1).mul_(z).sum(-1)
 
 
+def logprobs_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`selective_log_softmax` and :func:`token_entropy` of the same logits, sharing the
+    tempered fp32 logits and their ``logsumexp`` (the entropy carries no gradient)."""
+    temperature = check_temperature(temperature)
+    z = logits.float()
+    if temperature != 1.0:
+        z = z / temperature
+    lse = torch.logsumexp(z, dim=-1)
+    lp = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        zd, lsed = z.detach(), lse.detach()
+        ent = lsed - (zd - lsed.unsqueeze(-1)).exp_().mul_(zd).sum(-1)
+    return lp, ent
+
+
 def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool):
     """(selected-token log-probs, their entropies or None) of one chunk of logits."""
-    lp = selective_log_softmax(logits, targets, temperature)
-    return lp, token_entropy(logits, temperature) if entropy else None
+    if entropy:
+        return logprobs_and_entropy(logits, targets, temperature)
+    return selective_log_softmax(logits, targets, temperature), None
 
 
 # fp32 logits elements one chunk may hold: at most 2**26 (256 MiB), at least 2**22 (16 MiB), and
@@ -225,8 +243,7 @@ def _chunk_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, temperatu
 
 def _chunk_scores(head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float):
     """A checkpointed chunk that also measures entropy: both from one head application."""
-    logits = head(hidden)
-    return selective_log_softmax(logits, targets, temperature), token_entropy(logits, temperature)
+    return logprobs_and_entropy(head(hidden), targets, temperature)
 
 
 def chunked_head_logprobs(
