@@ -14,13 +14,15 @@ T = 0.6
 def _temperatures(monkeypatch) -> list[float]:
     """Every temperature a kernel scores at from now on."""
     seen: list[float] = []
-    original = kernels.selective_log_softmax
+    # A watched step's forwards score through the kernel that also measures entropy.
+    for name in ("selective_log_softmax", "logprobs_and_entropy"):
+        original = getattr(kernels, name)
 
-    def spied(logits, targets, temperature=1.0):
-        seen.append(temperature)
-        return original(logits, targets, temperature)
+        def spied(logits, targets, temperature=1.0, _original=original):
+            seen.append(temperature)
+            return _original(logits, targets, temperature)
 
-    monkeypatch.setattr(kernels, "selective_log_softmax", spied)
+        monkeypatch.setattr(kernels, name, spied)
     return seen
 
 
