@@ -4,11 +4,18 @@ docs/architecture.md's walk section; ``tests/benchmarks/test_walk.py`` fails whe
 A *step* is one unit of the shared loop that ends in an update (``trainer.run_unit(unit)``):
 MAGRPO rolls out one batch of items and updates on the full buffer, IAC the same with its
 critics, MADPO takes one DPO update on a batch of already sampled pairs (its stage's pair
-sampling runs before, in ``prepare``). The walk records, with ``sys.setprofile``, every file of
+sampling runs before, in ``prepare``). The trace records, with ``sys.setprofile``, every file of
 the comlrl packages whose functions the step calls, in the order they are first entered, with
-the first function entered there; a *crossing* is a distinct caller-file → callee-file edge
-between core and a family. Numbers of calls are left out: they follow the sampled lengths, which
-differ between machines.
+the first function entered there.
+
+The *walk* is the step as its reader follows it: the loop's spine (``core/trainer.py``,
+``core/loop.py``), every family file the step enters, and each core file that one of those
+calls directly (a stage: the rollout record, the policy update, the buffer, ...). What a stage
+does inside core (the decoder, the log-prob kernels, the optimizer step, the sinks) is listed
+under the stage that entered it, so every file of the trace is still shown. A *crossing* is a
+distinct caller-file → callee-file edge between core and a family, counted over the whole
+trace. Numbers of calls are left out: they follow the sampled lengths, which differ between
+machines.
 """
 
 from __future__ import annotations
@@ -36,9 +43,16 @@ class Walk:
     name: str
     files: dict[str, str] = field(default_factory=dict)
     crossings: set[tuple[str, str]] = field(default_factory=set)
+    # file -> the walk file whose stage entered it (absent: the file is on the walk)
+    inside: dict[str, str] = field(default_factory=dict)
 
     def count(self, layer: str) -> int:
-        return sum(1 for f in self.files if _layer(f) == layer)
+        return sum(1 for f in self.walk if _layer(f) == layer)
+
+    @property
+    def walk(self) -> list[str]:
+        """The files on the walk, in first-entry order."""
+        return [f for f in self.files if f not in self.inside]
 
 
 def _relative(path: str) -> str | None:
@@ -51,9 +65,43 @@ def _layer(rel: str) -> str:
     return "core" if rel.startswith("comlrl/core/") else "family"
 
 
+SPINE = ("comlrl/core/trainer.py", "comlrl/core/loop.py")
+
+
+def _follows(rel: str) -> bool:
+    """Whether the reader reads on from ``rel``: the loop's spine and the family's code."""
+    return rel in SPINE or _layer(rel) == "family"
+
+
+def _stage_of(chain: list[str]) -> str | None:
+    """The walk file whose stage the innermost file of ``chain`` (outermost first) runs in:
+    the last core file called directly from a followed file; None when the innermost file is
+    itself on the walk."""
+    entry = None
+    for i, rel in enumerate(chain):
+        if _follows(rel):
+            entry = None
+        elif i > 0 and _follows(chain[i - 1]):
+            entry = rel
+    return None if entry == chain[-1] or _follows(chain[-1]) else entry
+
+
+def _chain(frame) -> list[str]:
+    """The package files on ``frame``'s stack, outermost first, repeats of one file merged."""
+    out: list[str] = []
+    while frame is not None:
+        rel = _relative(frame.f_code.co_filename)
+        if rel is not None and (not out or out[-1] != rel):
+            out.append(rel)
+        frame = frame.f_back
+    return out[::-1]
+
+
 def trace(name: str, step: Callable[[], None]) -> Walk:
     """Run ``step`` under a profiler and return its :class:`Walk`."""
     walk = Walk(name)
+
+    direct: set[str] = set()  # files some followed file (or the spine) calls directly
 
     def profile(frame, event, arg):
         if event != "call":
@@ -61,14 +109,20 @@ def trace(name: str, step: Callable[[], None]) -> Walk:
         rel = _relative(frame.f_code.co_filename)
         if rel is None:
             return
-        walk.files.setdefault(rel, frame.f_code.co_name)
         caller = frame.f_back
         while caller is not None and _relative(caller.f_code.co_filename) is None:
             caller = caller.f_back
-        if caller is not None:
-            src = _relative(caller.f_code.co_filename)
-            if src != rel and _layer(src) != _layer(rel):
-                walk.crossings.add((src, rel))
+        src = _relative(caller.f_code.co_filename) if caller is not None else None
+        if rel not in walk.files:
+            walk.files[rel] = frame.f_code.co_name
+            stage = _stage_of(_chain(frame))
+            if stage is not None:
+                walk.inside[rel] = stage
+        if rel in walk.inside and rel not in direct and (src is None or _follows(src)):
+            direct.add(rel)
+            del walk.inside[rel]
+        if src is not None and src != rel and _layer(src) != _layer(rel):
+            walk.crossings.add((src, rel))
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -77,6 +131,12 @@ def trace(name: str, step: Callable[[], None]) -> Walk:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
+    for rel, stage in walk.inside.items():
+        seen = {rel}
+        while stage in walk.inside and stage not in seen:  # a stage entered inside another
+            seen.add(stage)
+            stage = walk.inside[stage]
+        walk.inside[rel] = stage
     return walk
 
 
@@ -147,18 +207,25 @@ def walks() -> list[Walk]:
 def render(results: list[Walk]) -> str:
     """The walk section of docs/architecture.md."""
     lines = [START, ""]
-    lines.append("| step | files | core | family | core↔family crossings |")
-    lines.append("|---|---|---|---|---|")
+    lines.append(
+        "| step | walk files | core | family | core↔family crossings | files in the whole trace |"
+    )
+    lines.append("|---|---|---|---|---|---|")
     for w in results:
         lines.append(
-            f"| {w.name} | {len(w.files)} | {w.count('core')} | {w.count('family')} | "
-            f"{len(w.crossings)} |"
+            f"| {w.name} | {len(w.walk)} | {w.count('core')} | {w.count('family')} | "
+            f"{len(w.crossings)} | {len(w.files)} |"
         )
     for w in results:
-        lines += ["", f"### {w.name}", "", "| # | file | first function entered |", "|---|---|---|"]
-        for i, (path, fn) in enumerate(w.files.items(), 1):
+        lines += ["", f"### {w.name}", ""]
+        lines += ["| # | file on the walk | first function entered | inside its stage |"]
+        lines += ["|---|---|---|---|"]
+        for i, path in enumerate(w.walk, 1):
             where = "" if _layer(path) == "core" else " (family)"
-            lines.append(f"| {i} | `{path}`{where} | `{fn}` |")
+            below = [
+                f"`{f.removeprefix('comlrl/core/')}`" for f, s in w.inside.items() if s == path
+            ]
+            lines.append(f"| {i} | `{path}`{where} | `{w.files[path]}` | {', '.join(below)} |")
         lines += ["", "Crossings (caller → callee):", ""]
         lines += [f"- `{a}` → `{b}`" for a, b in sorted(w.crossings)]
     lines += ["", END]

@@ -12,6 +12,13 @@ def test_the_architecture_walk_is_current():
     for w in results:
         # every step runs the one update driver and the one optimizer step
         assert "comlrl/core/train_step.py" in w.files and "comlrl/core/optim.py" in w.files
+        # every file of the trace is on the walk or inside one of the walk's stages
+        assert set(w.inside.values()) <= set(w.walk)
+    by_name = {w.name: w for w in results}
+    # The architecture issue's targets (MAGRPO, MADPO) and IAC's ceiling, which only falls.
+    assert len(by_name["MAGRPO"].walk) <= 12 and len(by_name["MAGRPO"].crossings) <= 6
+    assert len(by_name["MADPO"].walk) <= 15
+    assert len(by_name["IAC"].walk) <= 24
     text = walk.DOC.read_text()
     assert walk.updated(text, walk.render(results)) == text, (
         "docs/architecture.md is stale: run `uv run --frozen python -m benchmarks.walk`"
@@ -29,3 +36,13 @@ def test_a_family_file_and_a_crossing_are_told_apart():
     w = walk.trace("probe", step)
     assert steps and "comlrl/core/algos.py" in w.files
     assert all(walk._layer(f) == "core" or f.startswith("comlrl/") for f in w.files)
+
+
+def test_a_core_file_called_from_the_spine_or_a_family_is_on_the_walk():
+    # (outermost first) loop -> family -> core stage -> core internal
+    spine, family = "comlrl/core/loop.py", "comlrl/reinforce/magrpo.py"
+    stage, internal = "comlrl/core/policy_update.py", "comlrl/core/train_step.py"
+    assert walk._stage_of([spine, family, stage]) is None
+    assert walk._stage_of([spine, family, stage, internal]) == stage
+    # a family callback inside a stage is read again, and what it calls is on the walk
+    assert walk._stage_of([spine, family, stage, family, "comlrl/core/algos.py"]) is None

@@ -3,7 +3,7 @@ without dropout, so the first pass's ratio is 1 even for a model with dropout.""
 
 import torch
 
-import comlrl.reinforce.magrpo as magrpo_module
+import comlrl.core.policy_update as update_module
 from comlrl.core.testing import tiny_pair
 
 from .helpers import make_trainer
@@ -29,16 +29,15 @@ def _first_steps(monkeypatch, trainer):
     old and reference log-probs, the policy's log-probs as the update scored them, and the
     rows scored by hand at T and at 1 under the policy and the reference."""
     seen: dict[int, dict] = {}
-    step = trainer._step
-    score_parts = magrpo_module.token_logprobs_parts
+    step = update_module.policy_step
+    score_parts = update_module.token_logprobs_parts
 
-    def spied_step(agent, model, opt, batch):
+    def spied_step(trainer_, agent, policy_rows):
+        model = trainer.agents[agent]
         if agent not in seen:
-            rows = [
-                (s.prompt_ids, c, s.old_logps[j], s.ref_logps[j])
-                for s in batch
-                for j, c in enumerate(s.completion_ids)
-            ]
+            rows = list(
+                zip(policy_rows.prompts, policy_rows.completions, policy_rows.old, policy_rows.ref)
+            )
             ref = trainer.reference_models[agent]
             seen[agent] = {
                 "rows": rows,
@@ -48,7 +47,7 @@ def _first_steps(monkeypatch, trainer):
                 "ref_T": [_by_hand(ref, p, c, T) for p, c, _, _ in rows],
             }
             seen[agent]["collecting"] = True
-        out = step(agent, model, opt, batch)
+        out = step(trainer_, agent, policy_rows)
         seen[agent]["collecting"] = False
         return out
 
@@ -60,8 +59,8 @@ def _first_steps(monkeypatch, trainer):
                     seen[agent]["new"].append((i, lp.values[r, : len(comps[i])].detach().clone()))
             yield idx, lp
 
-    monkeypatch.setattr(trainer, "_step", spied_step)
-    monkeypatch.setattr(magrpo_module, "token_logprobs_parts", spied_parts)
+    monkeypatch.setattr(update_module, "policy_step", spied_step)
+    monkeypatch.setattr(update_module, "token_logprobs_parts", spied_parts)
     return seen
 
 

@@ -26,12 +26,11 @@ from comlrl.ac.targets import fill_critic_targets
 from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
-from comlrl.core.logging.completions import tree_rows
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.optim import build_adamw
 from comlrl.core.reference import reference_models_for
-from comlrl.core.rewards.shaping import apply_kl_shaping
-from comlrl.core.rollout.record import ValueGroup, rollout_groups
+from comlrl.core.rollout.collect import collect_groups
+from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
 
@@ -155,14 +154,14 @@ class ActorCriticTrainerBase(TrainerBase):
 
     # ------------------------------------------------------------------ collect / update
     def collect(self, unit) -> Batch:
-        """Roll out the unit's items; one record per item (episode): each agent's rollout
-        groups there (with the critic's old values, TD targets and advantages), the joint
+        """Roll out the unit's items into core's rollout record (:func:`~comlrl.core.rollout.
+        collect.collect_groups`) with what the critic adds; one record per item (episode):
+        each agent's value groups there (old values, TD targets, advantages), the joint
         samples of a centralized critic, and the ``metrics_callback`` metrics."""
-        roots, nodes = self.rollouts.unit_trees(unit)
-        per_agent, joint = self.experience(roots, nodes)
-        self.reporting.offer_completions(
-            lambda: tree_rows(nodes, [[g.advantages for g in groups] for groups in per_agent])
+        got = collect_groups(
+            self, unit, self._critic_record, discount=1.0, group_cls=ValueGroup, logprobs=False
         )
+        nodes, per_agent, joint = got.nodes, got.per_agent, got.filled
         # The nodes of one item's tree are consecutive in walk order and share its index.
         episodes: dict[int, list[int]] = {}
         for j, node in enumerate(nodes):
@@ -180,20 +179,12 @@ class ActorCriticTrainerBase(TrainerBase):
             )
         return Batch(records)
 
-    def experience(self, roots: list[TreeNode], nodes: list[TreeNode]):
-        """Core's rollout record of ``nodes`` (every node of the trees at ``roots``, in walk
-        order), with what the critic adds: ``[agent][node]`` groups and, per node, the joint
-        samples of a centralized critic.
-
-        KL shaping is core's reward transform; the returns, the tree's recursion at discount 1
-        (the undiscounted reward-to-go that 1.4.3 logs as ``expected_return``; the TD targets
-        discount). Rollout log-probs for a ratio loss, the critics' estimates, then the TD
-        targets and advantages (:func:`comlrl.ac.targets.fill_critic_targets`)."""
-        kls = apply_kl_shaping(self, roots, nodes, discount=1.0)
-        per_agent = [
-            rollout_groups(nodes, i, None if kls is None else kls[i], ValueGroup)
-            for i in range(self.num_agents)
-        ]
+    def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode], _seen):
+        """What the critic adds to core's record of ``nodes`` (KL-shaped, returns at discount
+        1: the undiscounted reward-to-go that 1.4.3 logs as ``expected_return``; the TD
+        targets discount): rollout log-probs for a ratio loss, the critics' estimates, then
+        the TD targets and advantages (:func:`comlrl.ac.targets.fill_critic_targets`).
+        Returns, per node, the joint samples of a centralized critic."""
         attach_old_logps(self, per_agent)
         with self.timing.phase("values"):
             values, aux = self._estimate_values(nodes)
@@ -202,7 +193,7 @@ class ActorCriticTrainerBase(TrainerBase):
         a = self.args
         for groups, table in zip(per_agent, values):
             fill_critic_targets(groups, table, children, a.discount, a.gae_lambda, a.uses_q_critic)
-        return per_agent, self._joint_samples(nodes, index, per_agent, values, aux)
+        return self._joint_samples(nodes, index, per_agent, values, aux)
 
     def eval_metrics(self, items: list[dict]) -> dict[str, float]:
         """The core's light eval plus ``metrics_callback``'s ``eval/{k}`` (see

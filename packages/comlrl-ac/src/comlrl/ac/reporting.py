@@ -8,7 +8,6 @@ import numpy as np
 from comlrl.ac.samples import RolloutSample, sample_views
 from comlrl.ac.targets import explained_variance, mean_std
 from comlrl.core import evaluation
-from comlrl.core.rewards.report import agent_reward_metrics
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode, compute_returns
 from comlrl.core.trainer import TrainerBase
@@ -86,7 +85,6 @@ def drain_metrics(
         metrics[f"agent_{i}/explained_variance"] = explained_variance(
             values, [t for g in groups for t in g.targets]
         )
-    metrics.update(agent_reward_metrics([(g.agent, g.turn, g.own_reward) for g in everything]))
     metrics.update(stats)
     return metrics
 

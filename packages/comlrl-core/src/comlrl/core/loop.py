@@ -119,8 +119,7 @@ def run_unit(trainer: Any, unit: Any) -> None:
     if buffer is None:
         with trainer.timed("update"):
             metrics = trainer.update(batch)
-        metrics = watched(trainer, getattr(batch, "samples", None), metrics, trainer.env_step)
-        trainer.reporting.log_training(metrics, trainer.env_step)
+        trainer.reporting.log_update(getattr(batch, "samples", None), metrics, trainer.env_step)
         return
     for record in batch.records:
         if record.metrics:
@@ -136,18 +135,7 @@ def flush(trainer: Any) -> None:
     with trainer.timed("update"):
         metrics = trainer.update(experience)
     trainer.rollout_buffer.clear()
-    metrics = watched(trainer, experience.samples, metrics, experience.step)
-    trainer.reporting.log_training(metrics, experience.step)
-
-
-def watched(trainer: Any, samples, metrics: dict[str, float] | None, step: int):
-    """The update's metrics with the monitors' values of the update (see
-    :mod:`comlrl.core.monitors`), which also watch them; unchanged for a trainer without
-    monitors."""
-    monitors = getattr(trainer, "monitors", None)
-    if monitors is None:
-        return metrics
-    return monitors.after_update(samples, metrics, step)
+    trainer.reporting.log_update(experience.samples, metrics, experience.step)
 
 
 def drain(trainer: Any) -> None:

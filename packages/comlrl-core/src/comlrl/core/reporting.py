@@ -20,6 +20,7 @@ from typing import Any
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
+from comlrl.core.rewards.report import record_reward_metrics
 from comlrl.core.step_cadence import step_count
 
 
@@ -133,6 +134,18 @@ class Reporting:
         ``rollout/logprob_abs_diff``); backends without ``drain_metrics`` have none."""
         drain = getattr(getattr(self.trainer, "rollout_backend", None), "drain_metrics", None)
         return drain() if drain is not None else {}
+
+    def log_update(self, samples: Any, metrics: dict[str, float] | None, step: int) -> bool:
+        """Log an update's ``metrics`` (None: the update was skipped) together with each
+        agent's own reward per turn where the update's samples (its rollout record) hold them
+        (:func:`~comlrl.core.rewards.report.record_reward_metrics`) and the monitors' values
+        of the update (:mod:`comlrl.core.monitors`, which also watch them)."""
+        if metrics is not None:
+            metrics = {**metrics, **record_reward_metrics(samples)}
+        monitors = getattr(self.trainer, "monitors", None)
+        if monitors is not None:
+            metrics = monitors.after_update(samples, metrics, step)
+        return self.log_training(metrics, step)
 
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
         """Log an update's ``metrics`` with the timings when the cadence says so."""

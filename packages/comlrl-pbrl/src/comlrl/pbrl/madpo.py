@@ -16,7 +16,7 @@ import torch
 from comlrl.core import algos
 from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
-from comlrl.core.logprobs import token_logprobs
+from comlrl.core.logprobs import sequence_logprobs
 from comlrl.core.logprobs.budget import (
     activation_budget_bytes,
     activation_bytes_per_token,
@@ -226,7 +226,7 @@ class MADPOTrainer(PreferenceTrainerBase):
         whatever the candidates were sampled at: its loss has no importance ratio over the
         samples, and its optimum is stated for the model's own distribution."""
         model = self.agents[actor] if model is None else model
-        return token_logprobs(
+        return sequence_logprobs(
             model,
             prompt_ids,
             completion_ids,
@@ -234,7 +234,7 @@ class MADPOTrainer(PreferenceTrainerBase):
             max_tokens=self.args.logprob_max_tokens,
             grad=grad,
             layout="packed",
-        ).sequence_sum()
+        )
 
     def attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
         """Cache reference log-probs of every pair's winner and loser, per actor.

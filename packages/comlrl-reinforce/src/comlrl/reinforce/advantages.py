@@ -132,6 +132,11 @@ def estimate(
     return fn(returns, config)
 
 
+def reads_joint_table(mode: str) -> bool:
+    """Whether the estimator registered as ``mode`` reads the nodes' joint tables."""
+    return bool(getattr(algos.get("advantage", mode, "advantage_mode"), "needs_joint_table", False))
+
+
 def _takes_one_argument(fn) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()

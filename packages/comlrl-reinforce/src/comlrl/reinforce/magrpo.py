@@ -4,7 +4,6 @@ over its K siblings' returns (its own returns when rewards are per agent)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,27 +12,27 @@ import torch
 from comlrl.core import algos
 from comlrl.core.algos import JointTable
 from comlrl.core.buffer import Batch, Experience, Record
-from comlrl.core.dropout import dropout_off
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.logging.completions import tree_rows
-from comlrl.core.logprobs import token_logprobs_parts
 from comlrl.core.optim import build_adamw
-from comlrl.core.ratio import padded_rows
+from comlrl.core.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.core.reference import reference_models_for
-from comlrl.core.rewards.report import agent_reward_metrics
-from comlrl.core.rewards.shaping import apply_kl_shaping
 from comlrl.core.rewards.weighted import WeightedRewards
-from comlrl.core.rollout.record import GroupCodec, RolloutGroup, attach_logprobs, rollout_groups
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.rollout.collect import collect_groups, node_order
+from comlrl.core.rollout.record import GroupCodec, RolloutGroup
 from comlrl.core.trainer import TrainerBase
-from comlrl.reinforce.advantages import batch_normalize, estimate, normalize_groups
+from comlrl.reinforce.advantages import (
+    batch_normalize,
+    estimate,
+    normalize_groups,
+    reads_joint_table,
+)
 from comlrl.reinforce.config import MAGRPOConfig
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.greedy import greedy_baselines
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
-from comlrl.reinforce.losses import as_tensor, kept_tokens, row_weights, token_mean_total
+from comlrl.reinforce.losses import kept_tokens, row_weights, token_mean_total
 
 # The record's name before it moved into core (kept for imports of it).
 NodeSample = RolloutGroup
@@ -115,31 +114,33 @@ class MAGRPOTrainer(TrainerBase):
 
     # ------------------------------------------------------------------ collect
     def collect(self, unit) -> Batch:
-        """Roll out the unit's items and shape their rewards; one record per tree node (each
-        agent's group there, advantages computed), in env-step order."""
-        roots, nodes = self.rollouts.unit_trees(unit, self.args.joint_mode)
-        baselines = greedy_baselines(self, nodes) if self.args.uses_greedy_baseline() else None
-        kls = apply_kl_shaping(self, roots, nodes)
-        per_agent = [
-            rollout_groups(nodes, i, None if kls is None else kls[i])
-            for i in range(self.num_agents)
-        ]
+        """Roll out the unit's items into core's rollout record (shaped rewards, returns,
+        rollout and reference log-probs), with each group's advantages; one buffer record per
+        tree node, in env-step order."""
+        greedy = self.args.uses_greedy_baseline()
+        got = collect_groups(
+            self,
+            unit,
+            self._fill,
+            joint_mode=self.args.joint_mode,
+            inspect=(lambda nodes: greedy_baselines(self, nodes)) if greedy else None,
+        )
+        per_agent = got.per_agent
+        return Batch(
+            [
+                Record([[groups[j]] for groups in per_agent], per_agent[0][j].step)
+                for j in node_order(per_agent)
+            ]
+        )
+
+    def _fill(self, per_agent, nodes, baselines) -> None:
+        """The family's math on the record: MAReMax's greedy baselines, then advantages."""
         if baselines is not None:
             for j, per_node in enumerate(baselines):
                 for groups, b in zip(per_agent, per_node):
                     groups[j].baseline = b
-        attach_logprobs(
-            self, per_agent, old=self.policy_loss.needs_old_logps, reference=self.args.beta > 0
-        )
         for groups in per_agent:
             self.fill_advantages(groups)
-        self.reporting.offer_completions(
-            lambda: tree_rows(nodes, [[g.advantages for g in gs] for gs in per_agent])
-        )
-        order = sorted(range(len(nodes)), key=lambda j: per_agent[0][j].step)
-        return Batch(
-            [Record([[groups[j]] for groups in per_agent], per_agent[0][j].step) for j in order]
-        )
 
     def fill_advantages(self, groups: Sequence[RolloutGroup]) -> None:
         """Each group's advantages within the group: the configured estimator over the groups'
@@ -149,12 +150,10 @@ class MAGRPOTrainer(TrainerBase):
         a = self.args
         mode = a.advantage_estimator()
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
-        wants_table = getattr(
-            algos.get("advantage", mode, "advantage_mode"), "needs_joint_table", False
-        )
+        wants_table = reads_joint_table(mode)
         by_shape: dict[tuple[int, int], list[RolloutGroup]] = {}
         for g in groups:
-            by_shape.setdefault((g.size, len(g.joint_index)), []).append(g)
+            by_shape.setdefault((len(g.completion_ids), len(g.joint_index)), []).append(g)
         for same in by_shape.values():
             returns = torch.tensor([g.returns for g in same], dtype=torch.float64)
             baseline = table = None
@@ -175,58 +174,22 @@ class MAGRPOTrainer(TrainerBase):
 
     # ------------------------------------------------------------------ update
     def update(self, experience: Experience) -> dict[str, float]:
-        """Update every agent from its share of a full buffer (concurrently in mp mode)."""
-        # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
-        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
-        stats = self.workers.map(
-            lambda i, arg: self._update_agent(i, *arg), list(zip(experience.samples, seeds))
-        )
-        metrics = self._metrics(experience.samples[0], stats)
-        metrics.update(
-            agent_reward_metrics(
-                (g.agent, g.turn, g.own_reward) for groups in experience.samples for g in groups
-            )
-        )
-        return metrics
-
-    # ------------------------------------------------------------------ the update
-    def _update_agent(self, agent: int, samples: list[RolloutGroup], seed: int) -> dict[str, float]:
-        a = self.args
-        model, opt = self.agents[agent], self.optimizers[agent]
-        model.train()
-        losses, norms, extra = [], [], {}
-        rng = random.Random(seed)
-        # A buffer restored from a checkpoint of the older layout has no advantages yet.
-        self.fill_advantages([g for g in samples if not g.advantages])
-        if a.drop_zero_variance_groups:
-            # Shaped returns: a group whose rewards tie still differs in its KL penalty.
-            kept = [g for g in samples if has_spread(g.returns)]
-            extra["dropped_groups"] = [float(len(samples) - len(kept))]
-            samples = kept
-        by_turn: dict[int, list[RolloutGroup]] = {}
-        for s in samples:
-            by_turn.setdefault(s.turn, []).append(s)
-        # Each pass reshuffles; a ratio loss corrects passes after the first (num_iterations).
-        # No dropout: the gradient is of the policy that sampled, and old log-probs were taken
-        # without it, so the first pass's ratio is exactly 1.
-        with dropout_off(model):
-            for _ in range(a.num_iterations):
-                for turn in sorted(by_turn):
-                    group = by_turn[turn]
-                    rng.shuffle(group)
-                    for start in range(0, len(group), a.train_batch_size):
-                        batch = group[start : start + a.train_batch_size]
-                        loss, norm, metrics = self._step(agent, model, opt, batch)
-                        if loss is not None:
-                            losses.append(loss)
-                            norms.append(norm)
-                            for key, value in metrics.items():
-                                extra.setdefault(key, []).append(value)
-        return {
-            "loss": float(np.mean(losses)) if losses else float("nan"),
-            "grad_norm": float(np.mean(norms)) if norms else float("nan"),
-            **{key: float(np.mean(values)) for key, values in extra.items()},
-        }
+        """Update every agent from its share of a full buffer: core's policy update
+        (:func:`~comlrl.core.policy_update.update_policies`) on this family's rows."""
+        per_agent, reported = [], []
+        for samples in experience.samples:
+            # A buffer restored from a checkpoint of the older layout has no advantages yet.
+            self.fill_advantages([g for g in samples if not g.advantages])
+            found: dict[str, list[float]] = {}
+            if self.args.drop_zero_variance_groups:
+                # Shaped returns: a group whose rewards tie still differs in its KL penalty.
+                kept = [g for g in samples if has_spread(g.returns)]
+                found["dropped_groups"] = [float(len(samples) - len(kept))]
+                samples = kept
+            per_agent.append(list(samples))
+            reported.append(found)
+        stats = update_policies(self, per_agent, self.policy_rows, reported=reported)
+        return self._metrics(experience.samples[0], stats)
 
     def advantages_for(self, batch: Sequence[RolloutGroup]) -> list[torch.Tensor]:
         """Advantages of every completion in ``batch``, one tensor per group: the groups' own,
@@ -241,20 +204,13 @@ class MAGRPOTrainer(TrainerBase):
             advs = list(torch.split(flat, [len(x) for x in advs]))
         return advs
 
-    def _step(self, agent: int, model, opt, batch: list[RolloutGroup]):
-        """One optimizer step on a mini-batch of node samples (one padded forward per
-        micro-batch, gradients accumulated)."""
+    def policy_rows(self, agent: int, batch: list[RolloutGroup]) -> PolicyRows:
+        """One mini-batch of ``agent``'s groups as the policy loss's rows: advantages (batch
+        normalization here), ``loss_aggregation``'s row weights with truncated completions
+        masked, and the KL-to-reference loss term when ``beta > 0``."""
         a = self.args
-        advs = self.advantages_for(batch)
-        prompts, comps, adv_rows, sizes, olds, refs = [], [], [], [], [], []
-        for s, adv in zip(batch, advs):
-            for j, (c, av) in enumerate(zip(s.completion_ids, adv.tolist())):
-                prompts.append(s.prompt_ids)
-                comps.append(c)
-                adv_rows.append(av)
-                sizes.append(len(s.completion_ids))
-                olds.append(s.old_logps[j] if s.old_logps else None)
-                refs.append(s.ref_logps[j] if s.ref_logps else None)
+        cols = group_rows(batch, [adv.tolist() for adv in self.advantages_for(batch)])
+        comps = cols["completions"]
         lengths = [len(c) for c in comps]
         found: dict[str, list[float]] = {}
         keep = None
@@ -264,57 +220,31 @@ class MAGRPOTrainer(TrainerBase):
             found["truncated_fraction"] = [1.0 - sum(keep) / len(keep)]
         weights = row_weights(
             lengths,
-            sizes,
+            cols["sizes"],
             len(batch),
             a.loss_aggregation,
             a.max_new_tokens,
             keep,
             token_total=self._token_total(lengths, keep),
         )
-        policy_loss = self.policy_loss
-        pad = self.tokenizers[agent].pad_token_id
-        # A node's K completions share its prompt; the planner encodes it once per micro-batch
-        # where that pays (planning.sharing_pays). Rows stay as they are (no dedupe).
-        parts = token_logprobs_parts(
-            model,
-            prompts,
+        extra = None
+        if a.beta > 0:
+            beta, estimator = a.beta, loss_estimator(a)
+
+            def extra(lp, ref, row_w):
+                return kl_loss_term(lp, ref, row_w, beta, estimator)
+
+        return PolicyRows(
+            cols["prompts"],
             comps,
-            pad_id=pad,
-            max_tokens=a.logprob_max_tokens,
-            dedupe=False,
-            temperature=a.temperature,  # the rollout's sampler, as the old and reference scores
+            cols["advantages"],
+            weights,
+            turn=batch[0].turn,
+            old=cols["old"],
+            ref=cols["ref"],
+            metrics=found,
+            extra=extra,
         )
-
-        def part_loss(part):
-            idx, lp = part
-            device = lp.values.device
-            old = None
-            if policy_loss.needs_old_logps:
-                old = padded_rows([olds[i] for i in idx], lp.values.shape[1], device)
-            row_w = as_tensor([weights[i] for i in idx], device)
-            loss, metrics = policy_loss(
-                lp, old, as_tensor([adv_rows[i] for i in idx], device), row_w, a
-            )
-            if a.beta > 0:
-                ref = padded_rows([refs[i] for i in idx], lp.values.shape[1], device)
-                term, kl_metrics = kl_loss_term(lp, ref, row_w, a.beta, loss_estimator(a))
-                loss = loss + term
-                metrics = {**metrics, **kl_metrics}
-            return loss, metrics
-
-        step = train_step(
-            self,
-            # One turn's groups (see _update_agent): the monitors' per-turn entropy and clips.
-            Target(model.parameters(), opt, agent, turn=batch[0].turn),
-            parts,
-            part_loss,
-            what=f"MAGRPO loss of agent {agent}",
-        )
-        if step is None:
-            return None, None, {}
-        for key, values in step.metrics.items():
-            found.setdefault(key, []).extend(values)
-        return step.loss, step.grad_norm, {key: float(np.mean(v)) for key, v in found.items()}
 
     def _token_total(self, lengths: list[int], keep) -> float | None:
         """``token_mean``'s divisor under several processes (the ranks' mini-batches share

@@ -13,6 +13,7 @@ from comlrl.core.logprobs.engine import (
     distinct_rows,
     score,
     score_parts,
+    sequence_logprobs,
     token_logprobs,
     token_logprobs_parts,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "selective_log_softmax",
     "shared_prompt_logprobs",
     "shared_prompt_micro_batches",
+    "sequence_logprobs",
     "token_logprobs",
     "token_logprobs_parts",
     "token_entropy",

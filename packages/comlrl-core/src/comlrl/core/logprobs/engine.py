@@ -168,3 +168,9 @@ def token_logprobs(
 # the engine's functions are named for what they return.
 score = token_logprobs
 score_parts = token_logprobs_parts
+
+
+def sequence_logprobs(model, prompt_ids, completion_ids, **kwargs) -> torch.Tensor:
+    """Each completion's summed token log-probs (``[N]``): :func:`token_logprobs` with the
+    same arguments, summed over each row's completion tokens (pads never count)."""
+    return token_logprobs(model, prompt_ids, completion_ids, **kwargs).sequence_sum()

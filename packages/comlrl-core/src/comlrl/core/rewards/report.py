@@ -9,10 +9,16 @@ agent ``i``'s own mean.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["agent_reward_key", "agent_reward_metrics", "node_agent_reward_mean"]
+__all__ = [
+    "agent_reward_key",
+    "agent_reward_metrics",
+    "node_agent_reward_mean",
+    "record_reward_metrics",
+]
 
 
 def agent_reward_key(turn: int, agent: int, prefix: str = "") -> str:
@@ -33,6 +39,20 @@ def agent_reward_metrics(
         agent_reward_key(turn, agent, prefix): float(np.mean(values))
         for (turn, agent), values in sorted(found.items())
     }
+
+
+def record_reward_metrics(samples: Any) -> dict[str, float]:
+    """Each agent's mean own reward per turn over an update's rollout record
+    (``samples[agent]`` lists that agent's rollout groups); empty when rewards are shared or
+    the update's samples are not rollout groups (preference pairs)."""
+    entries = [
+        (g.agent, g.turn, g.own_reward)
+        for groups in samples or ()
+        if isinstance(groups, (list, tuple))
+        for g in groups
+        if hasattr(g, "own_reward")
+    ]
+    return agent_reward_metrics(entries)
 
 
 def node_agent_reward_mean(node, agent: int) -> float | None:

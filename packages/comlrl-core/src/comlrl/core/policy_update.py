@@ -1,0 +1,184 @@
+"""The update half of a policy family's step, owned by core: every agent's passes over its
+share of a drained buffer, mini-batches by turn in a seeded shuffle, and one optimizer step
+per mini-batch on the registered policy loss that ``policy_loss`` names.
+
+A family contributes what its math says about a mini-batch (:class:`PolicyRows`: each
+completion's advantage and its weight in the loss, plus an optional extra loss term such as a
+KL to the reference); core scores the rows with the log-prob engine at the sampler's
+temperature, forms the ratio inputs, calls the loss and runs :func:`~comlrl.core.train_step`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from comlrl.core import algos
+from comlrl.core.dropout import dropout_off
+from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
+from comlrl.core.ratio import padded_rows
+from comlrl.core.rollout.record import RolloutGroup
+from comlrl.core.train_step import Target, train_step
+
+# ``extra(logps, ref_logps, row_weights) -> (term, metrics)``: a term added to a part's loss;
+# ``ref_logps`` is the rows' reference log-probs padded to the part (None without them).
+ExtraTerm = Callable[[TokenLogprobs, "torch.Tensor | None", torch.Tensor], tuple]
+
+
+@dataclass
+class PolicyRows:
+    """One mini-batch as the policy loss sees it: a row per completion (its prompt and
+    completion ids, advantage and weight in the loss; rollout and reference log-probs where
+    the record holds them), the turn its completions answer, values to report as they are
+    (``metrics``), and an optional :data:`ExtraTerm`."""
+
+    prompts: list[list[int]]
+    completions: list[list[int]]
+    advantages: list[float]
+    weights: list[float]
+    turn: int
+    old: list[list[float] | None] | None = None
+    ref: list[list[float] | None] | None = None
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    extra: ExtraTerm | None = None
+
+
+def group_rows(batch: Sequence[RolloutGroup], advantages: Sequence[Sequence[float]]) -> dict:
+    """The per-completion columns of ``batch`` (prompts, completions, advantages, the size of
+    each row's group, rollout and reference log-probs), in group order."""
+    cols: dict[str, list] = {k: [] for k in ("prompts", "completions", "advantages", "sizes")}
+    cols["old"], cols["ref"] = [], []
+    for g, adv in zip(batch, advantages):
+        for j, (c, value) in enumerate(zip(g.completion_ids, adv)):
+            cols["prompts"].append(g.prompt_ids)
+            cols["completions"].append(c)
+            cols["advantages"].append(float(value))
+            cols["sizes"].append(len(g.completion_ids))
+            cols["old"].append(g.old_logps[j] if g.old_logps else None)
+            cols["ref"].append(g.ref_logps[j] if g.ref_logps else None)
+    return cols
+
+
+def turn_minibatches(
+    groups: list[RolloutGroup], batch_size: int, passes: int, rng: random.Random
+) -> Iterator[list[RolloutGroup]]:
+    """``passes`` passes over ``groups``: each turn's groups (turns in order) reshuffled by
+    ``rng`` at every pass and cut into mini-batches of ``batch_size`` groups, so a mini-batch
+    never mixes turns."""
+    by_turn: dict[int, list[RolloutGroup]] = {}
+    for g in groups:
+        by_turn.setdefault(g.turn, []).append(g)
+    for _ in range(passes):
+        for turn in sorted(by_turn):
+            group = by_turn[turn]
+            rng.shuffle(group)
+            for start in range(0, len(group), batch_size):
+                yield group[start : start + batch_size]
+
+
+def _as_tensor(values: Sequence[float], device) -> torch.Tensor:
+    return torch.tensor(list(values), dtype=torch.float32, device=device)
+
+
+def policy_step(trainer: Any, agent: int, rows: PolicyRows) -> tuple | None:
+    """One optimizer step of ``agent`` on ``rows``: one forward per micro-batch (a node's
+    completions share its prompt, which the planner encodes once where that pays), the
+    registered policy loss plus ``rows.extra`` on each, gradients accumulated. Returns the
+    loss, the gradient norm and the mean of every reported value, or None when a non-finite
+    loss skipped the step."""
+    a = trainer.args
+    model, opt = trainer.agents[agent], trainer.optimizers[agent]
+    loss_fn = algos.get("policy_loss", a.policy_loss, "policy_loss")
+    needs_old = getattr(loss_fn, "needs_old_logps", False)
+    parts = token_logprobs_parts(
+        model,
+        rows.prompts,
+        rows.completions,
+        pad_id=trainer.tokenizers[agent].pad_token_id,
+        max_tokens=a.logprob_max_tokens,
+        dedupe=False,
+        temperature=a.temperature,  # the rollout's sampler, as the old and reference scores
+    )
+
+    def part_loss(part):
+        idx, lp = part
+        device, width = lp.values.device, lp.values.shape[1]
+        old = padded_rows([rows.old[i] for i in idx], width, device) if needs_old else None
+        row_w = _as_tensor([rows.weights[i] for i in idx], device)
+        adv = _as_tensor([rows.advantages[i] for i in idx], device)
+        loss, metrics = loss_fn(lp, old, adv, row_w, a)
+        if rows.extra is not None:
+            ref = None
+            if rows.ref is not None and all(r is not None for r in rows.ref):
+                ref = padded_rows([rows.ref[i] for i in idx], width, device)
+            term, more = rows.extra(lp, ref, row_w)
+            loss, metrics = loss + term, {**metrics, **more}
+        return loss, metrics
+
+    step = train_step(
+        trainer,
+        Target(model.parameters(), opt, agent, turn=rows.turn),
+        parts,
+        part_loss,
+        what=f"{trainer.algorithm_name} loss of agent {agent}",
+    )
+    if step is None:
+        return None
+    found = {key: list(values) for key, values in rows.metrics.items()}
+    for key, values in step.metrics.items():
+        found.setdefault(key, []).extend(values)
+    return step.loss, step.grad_norm, {key: float(np.mean(v)) for key, v in found.items()}
+
+
+# ``rows_of(agent, batch)``: the family's PolicyRows of one mini-batch of groups.
+RowsOf = Callable[[int, list[RolloutGroup]], PolicyRows]
+
+
+def update_policies(
+    trainer: Any,
+    per_agent: Sequence[list[RolloutGroup]],
+    rows_of: RowsOf,
+    *,
+    reported: Sequence[dict[str, list[float]]] | None = None,
+) -> list[dict[str, float]]:
+    """Update every agent from its groups (concurrently across devices in ``mp`` mode):
+    ``num_iterations`` passes of :func:`turn_minibatches` of ``train_batch_size`` groups, one
+    :func:`policy_step` each, without dropout (the gradient is of the policy that sampled, and
+    its rollout log-probs were taken without dropout, so a first pass's ratio is exactly 1).
+    Returns each agent's mean ``loss``, ``grad_norm`` and reported values; ``reported[i]``
+    holds values the family measured before the update (they join agent ``i``'s means)."""
+    # Drawn here, in agent order, so that the shuffles are reproducible in mp mode too.
+    seeds = [trainer.shuffle_rng.getrandbits(64) for _ in range(trainer.num_agents)]
+    reported = list(reported) if reported is not None else [{} for _ in per_agent]
+
+    def run(agent: int, arg) -> dict[str, float]:
+        groups, seed, found = arg
+        a = trainer.args
+        model = trainer.agents[agent]
+        model.train()
+        losses, norms = [], []
+        extra = {key: list(values) for key, values in found.items()}
+        batches = turn_minibatches(
+            groups, a.train_batch_size, a.num_iterations, random.Random(seed)
+        )
+        with dropout_off(model):
+            for batch in batches:
+                done = policy_step(trainer, agent, rows_of(agent, batch))
+                if done is None:
+                    continue
+                losses.append(done[0])
+                norms.append(done[1])
+                for key, value in done[2].items():
+                    extra.setdefault(key, []).append(value)
+        return {
+            "loss": float(np.mean(losses)) if losses else float("nan"),
+            "grad_norm": float(np.mean(norms)) if norms else float("nan"),
+            **{key: float(np.mean(values)) for key, values in extra.items()},
+        }
+
+    return trainer.workers.map(run, list(zip(per_agent, seeds, reported)))

@@ -1,0 +1,88 @@
+"""The collect half of a policy family's step, owned by core: one unit's rollout trees become
+the rollout record, each agent's :class:`~comlrl.core.rollout.record.RolloutGroup` per node.
+
+In order: the training rollout (:meth:`Rollouts.unit_trees`), an optional look at the raw
+trees (MAReMax measures its greedy baselines there, before any shaping), KL shaping as a
+reward transform with the tree's one return recursion (:mod:`comlrl.core.rewards.shaping`),
+the record, the rollout policy's and the reference's per-token log-probs where the loss needs
+them, the family's math on the record (advantages, or a critic's values and targets), and the
+offer of the batch's completions to the completions log. A family's ``collect`` is this call
+plus how its records are keyed in the buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from comlrl.core import algos
+from comlrl.core.logging.completions import tree_rows
+from comlrl.core.rewards.shaping import apply_kl_shaping
+from comlrl.core.rollout.record import RolloutGroup, attach_logprobs, rollout_groups
+from comlrl.core.rollout.tree import TreeNode
+
+# ``fill(per_agent, nodes, seen)``: the family's math on the record; ``seen`` is what
+# ``inspect`` returned (None without one). What it returns is kept as ``Collected.filled``.
+Fill = Callable[[list[list[RolloutGroup]], list[TreeNode], Any], Any]
+
+
+@dataclass
+class Collected:
+    """One unit's rollout: the trees' roots, every node in walk order, ``per_agent[i][j]``,
+    agent ``i``'s group at ``nodes[j]``, and what the family's ``fill`` returned."""
+
+    roots: list[TreeNode]
+    nodes: list[TreeNode]
+    per_agent: list[list[RolloutGroup]]
+    filled: Any = None
+
+
+def needs_old_logps(config: Any) -> bool:
+    """Whether the registered policy loss that ``config.policy_loss`` names forms a ratio to
+    the rollout policy (and so needs its per-token log-probs in the record)."""
+    fn = algos.get("policy_loss", config.policy_loss, "policy_loss")
+    return bool(getattr(fn, "needs_old_logps", False))
+
+
+def collect_groups(
+    trainer: Any,
+    unit: Any,
+    fill: Fill,
+    *,
+    joint_mode: str = "aligned",
+    discount: float | None = None,
+    group_cls: type[RolloutGroup] = RolloutGroup,
+    inspect: Callable[[list[TreeNode]], Any] | None = None,
+    logprobs: bool = True,
+) -> Collected:
+    """Roll out ``unit`` and build its record (see the module docstring).
+
+    ``discount`` recomputes the returns at another discount than ``args.discount``;
+    ``group_cls`` builds the groups; ``inspect(nodes)`` sees the trees before shaping and its
+    result reaches ``fill``. With ``logprobs`` the groups get the rollout policy's log-probs
+    when the policy loss forms a ratio and the reference's when ``args.beta > 0`` (a family
+    that scores them its own way passes False)."""
+    roots, nodes = trainer.rollouts.unit_trees(unit, joint_mode)
+    seen = inspect(nodes) if inspect is not None else None
+    kls = apply_kl_shaping(trainer, roots, nodes, discount=discount)
+    per_agent = [
+        rollout_groups(nodes, i, None if kls is None else kls[i], group_cls)
+        for i in range(trainer.num_agents)
+    ]
+    if logprobs:
+        args = trainer.args
+        attach_logprobs(
+            trainer, per_agent, old=needs_old_logps(args), reference=getattr(args, "beta", 0) > 0
+        )
+    filled = fill(per_agent, nodes, seen)
+    trainer.reporting.offer_completions(
+        lambda: tree_rows(nodes, [[g.advantages for g in groups] for groups in per_agent])
+    )
+    return Collected(roots, nodes, per_agent, filled)
+
+
+def node_order(per_agent: Sequence[Sequence[RolloutGroup]]) -> list[int]:
+    """The nodes' indices in env-step order (the order records enter the buffer)."""
+    first = per_agent[0]
+    return sorted(range(len(first)), key=lambda j: first[j].step)
