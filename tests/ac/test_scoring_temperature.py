@@ -54,7 +54,7 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
     the update scored another random sub-network each forward."""
     import torch
 
-    import comlrl.ac.steps as steps
+    import comlrl.core.policy_update as update_module
     from comlrl.ac import IACConfig, IACTrainer
     from comlrl.core.testing import tiny_pair
 
@@ -72,16 +72,27 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
         args=config(IACConfig, temperature=T, policy_loss="ppo", output_dir=str(tmp_path / "r")),
     )
     gaps: list[float] = []
-    original = steps.actor_loss
+    step, score_parts = update_module.policy_step, update_module.token_logprobs_parts
+    current: dict = {}
 
-    def spied(args, logps, weighted, batch):
-        if not gaps:  # the run's first actor step: still at the rollout policy
-            for r, (g, k) in enumerate(batch):
-                n = len(g.completion_ids[k])
-                old = torch.tensor(g.old_logps[k])
-                gaps.append((logps.values[r, :n].detach() - old).abs().max())
-        return original(args, logps, weighted, batch)
+    def spied_step(trainer_, agent, rows, **kwargs):
+        current["rows"] = rows if not gaps else None  # the run's first actor step only
+        try:
+            return step(trainer_, agent, rows, **kwargs)
+        finally:
+            current["rows"] = None
 
-    monkeypatch.setattr(steps, "actor_loss", spied)
+    def spied_parts(model, prompts, comps, **kwargs):
+        for idx, lp in score_parts(model, prompts, comps, **kwargs):
+            rows = current.get("rows")
+            if rows is not None:  # still at the rollout policy
+                for r, i in enumerate(idx):
+                    n = len(comps[i])
+                    old = torch.tensor(rows.old[i])
+                    gaps.append((lp.values[r, :n].detach() - old).abs().max())
+            yield idx, lp
+
+    monkeypatch.setattr(update_module, "policy_step", spied_step)
+    monkeypatch.setattr(update_module, "token_logprobs_parts", spied_parts)
     trainer.train()
     assert gaps and max(gaps).item() < 1e-4, max(gaps).item()

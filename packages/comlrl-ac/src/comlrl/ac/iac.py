@@ -34,8 +34,7 @@ from comlrl.ac.values import (
 )
 from comlrl.core.backbone import backbone_of
 from comlrl.core.dropout import dropout_off
-from comlrl.core.logprobs import micro_batches
-from comlrl.core.logprobs.budget import token_budget
+from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
 from comlrl.core.rollout.record import ValueGroup
@@ -164,8 +163,8 @@ class IACTrainer(ActorCriticTrainerBase):
         out: list[float] = []
         try:
             with torch.no_grad():
-                budget = token_budget(self.args.logprob_max_tokens, backbone)
-                for idx in micro_batches([len(r) for r in rows], budget):
+                lengths = [len(r) for r in rows]
+                for idx in micro_batches_for(backbone, lengths, self.args.logprob_max_tokens):
                     vals = last_token_values(backbone, head, [rows[j] for j in idx], pad)
                     out.extend(float(v) for v in vals.tolist())
         finally:
@@ -280,7 +279,7 @@ class IACTrainer(ActorCriticTrainerBase):
                     agent,
                     turn=batch[0][0].turn,  # one turn's rows (the monitors' per-turn view)
                 ),
-                micro_batches(lengths, token_budget(a.logprob_max_tokens, model)),
+                micro_batches_for(model, lengths, a.logprob_max_tokens),
                 part_loss,
                 what=f"{self.algorithm_name} actor+value (agent {agent}) loss",
             )

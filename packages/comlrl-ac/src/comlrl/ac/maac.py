@@ -45,8 +45,7 @@ from comlrl.ac.values import (
     save_value_model,
 )
 from comlrl.core.backbone import backbone_of
-from comlrl.core.logprobs import micro_batches
-from comlrl.core.logprobs.budget import token_budget
+from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.optim import build_adamw
 from comlrl.core.precision import master_weights
 from comlrl.core.rollout.record import ValueGroup
@@ -142,9 +141,8 @@ class MAACTrainer(ActorCriticTrainerBase):
         out: list[float] = []
         try:
             with torch.no_grad():
-                for idx in micro_batches(
-                    [len(r) for r in rows], token_budget(self.args.logprob_max_tokens, critic)
-                ):
+                lengths = [len(r) for r in rows]
+                for idx in micro_batches_for(critic, lengths, self.args.logprob_max_tokens):
                     vals = last_token_values(
                         critic.backbone, critic.value_head, [rows[j] for j in idx], pad
                     )

@@ -14,6 +14,7 @@ import torch
 from comlrl.core import algos
 from comlrl.core.logprobs import TokenLogprobs, token_logprobs
 from comlrl.core.ratio import padded_rows
+from comlrl.core.rollout.collect import needs_old_logps
 from comlrl.core.rollout.record import ValueGroup
 
 # One completion of the buffer in an update: its group and its index there.
@@ -27,8 +28,8 @@ def policy_loss_of(args: Any) -> Callable:
 
 def uses_ratio(args: Any) -> bool:
     """Whether the actor's loss forms a ratio to the rollout policy (and so needs its
-    log-probs)."""
-    return bool(getattr(policy_loss_of(args), "needs_old_logps", False))
+    log-probs): core's rule for every policy family."""
+    return needs_old_logps(args)
 
 
 def attach_old_logps(trainer: Any, per_agent: Sequence[Sequence[ValueGroup]]) -> None:

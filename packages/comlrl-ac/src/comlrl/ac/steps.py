@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from comlrl.ac.ppo import Row, actor_loss, advantage_divisors
+from comlrl.ac.ppo import Row, advantage_divisors
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
-from comlrl.core.dropout import dropout_off
-from comlrl.core.logprobs import micro_batches, token_logprobs_parts
-from comlrl.core.logprobs.budget import token_budget
+from comlrl.core import policy_update
+from comlrl.core.logprobs import micro_batches_for
+from comlrl.core.policy_update import PolicyRows
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.train_step import Target, train_step
 
@@ -93,47 +93,32 @@ def update_batches(
 def policy_step(
     trainer, agent: int, batch: list[Row], advs: list[float]
 ) -> tuple[float, float, dict[str, float]] | None:
-    """One actor step: ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs;
-    ``loss_aggregation`` may average them per completion or per token instead), or
-    its clipped-ratio form with ``policy_loss="ppo"`` (:func:`comlrl.ac.ppo.actor_loss`),
-    one padded forward per micro-batch (rows grouped by length, so little padding; the loss
-    is a sum over rows, so the grouping does not change it). Returns the loss, the gradient
-    norm and the ratio's metrics (none on-policy)."""
-    model, opt = trainer.agents[agent], trainer.agent_optimizers[agent]
-    pad = trainer.tokenizers[agent].pad_token_id
-    parts = token_logprobs_parts(
-        model,
+    """One actor step on core's policy step (:func:`comlrl.core.policy_update.policy_step`):
+    ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs; ``loss_aggregation`` may
+    average them per completion or per token instead, :func:`comlrl.ac.ppo.advantage_divisors`),
+    or the registered ratio loss (``policy_loss="ppo"``: IPPO / MAPPO), one padded forward per
+    micro-batch (rows grouped by length, so little padding; the loss is a sum over rows, so
+    the grouping does not change it). Every row weighs 1: its advantage is already divided
+    by its divisor. Returns the loss, the gradient norm and the ratio's metrics (none
+    on-policy)."""
+    divisors = advantage_divisors(trainer, batch)
+    rows = PolicyRows(
         [g.prompt_ids for g, _ in batch],
         [g.completion_ids[k] for g, k in batch],
-        pad_id=pad,
-        max_tokens=trainer.args.logprob_max_tokens,
-        dedupe=False,  # keeps the forwards, and so the float sums, as they were
-        layout="padded",
-        temperature=trainer.args.temperature,  # the rollout's sampler
+        [adv / div for adv, div in zip(advs, divisors)],
+        [1.0] * len(batch),
+        # actor_batches keeps each mini-batch within one turn (the monitors' per-turn view).
+        turn=batch[0][0].turn,
+        old=[g.old_logps[k] if g.old_logps else None for g, k in batch],
+        layout="padded",  # keeps the forwards, and so the float sums, as they were
     )
-    divisors = advantage_divisors(trainer, batch)
-
-    def part_loss(part):
-        idx, lp = part
-        w = torch.tensor(
-            [advs[j] / divisors[j] for j in idx], dtype=torch.float32, device=lp.values.device
-        )
-        return actor_loss(trainer.args, lp, w, [batch[j] for j in idx])
-
-    # The parts run their forwards as they are reached, so inside the scope: no dropout, as
-    # when the rollout sampled and its old log-probs were taken (a first-pass ratio of 1).
-    with dropout_off(model):
-        step = train_step(
-            trainer,
-            # actor_batches keeps each mini-batch within one turn (the monitors' per-turn view).
-            Target(model.parameters(), opt, agent, turn=batch[0][0].turn),
-            parts,
-            part_loss,
-            what=f"{trainer.algorithm_name} actor (agent {agent}) loss",
-        )
-    if step is None:
-        return None
-    return step.loss, step.grad_norm, step.means()
+    return policy_update.policy_step(
+        trainer,
+        agent,
+        rows,
+        optimizer=trainer.agent_optimizers[agent],
+        what=f"{trainer.algorithm_name} actor (agent {agent}) loss",
+    )
 
 
 def critic_step(
@@ -173,7 +158,7 @@ def critic_step(
     step = train_step(
         trainer,
         Target(critic.parameters(), opt),
-        micro_batches([len(r) for r in distinct], token_budget(a.logprob_max_tokens, critic)),
+        micro_batches_for(critic, [len(r) for r in distinct], a.logprob_max_tokens),
         part_loss,
         what=f"{trainer.algorithm_name} critic ({label}) loss",
     )

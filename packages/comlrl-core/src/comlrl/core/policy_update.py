@@ -46,6 +46,7 @@ class PolicyRows:
     ref: list[list[float] | None] | None = None
     metrics: dict[str, list[float]] = field(default_factory=dict)
     extra: ExtraTerm | None = None
+    layout: str = "auto"  # the engine's forward layout (see comlrl.core.logprobs.planning)
 
 
 def group_rows(batch: Sequence[RolloutGroup], advantages: Sequence[Sequence[float]]) -> dict:
@@ -85,16 +86,34 @@ def _as_tensor(values: Sequence[float], device) -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.float32, device=device)
 
 
-def policy_step(trainer: Any, agent: int, rows: PolicyRows) -> tuple | None:
+def policy_step(
+    trainer: Any,
+    agent: int,
+    rows: PolicyRows,
+    *,
+    optimizer: Any = None,
+    what: str | None = None,
+) -> tuple | None:
     """One optimizer step of ``agent`` on ``rows``: one forward per micro-batch (a node's
     completions share its prompt, which the planner encodes once where that pays), the
-    registered policy loss plus ``rows.extra`` on each, gradients accumulated. Returns the
-    loss, the gradient norm and the mean of every reported value, or None when a non-finite
-    loss skipped the step."""
+    registered policy loss plus ``rows.extra`` on each, gradients accumulated, dropout off
+    (the rollout sampled and its log-probs were taken without it, so a first pass's ratio is
+    1). ``optimizer`` defaults to ``trainer.optimizers[agent]``; ``what`` names the loss in
+    the non-finite messages. Returns the loss, the gradient norm and the mean of every
+    reported value, or None when a non-finite loss skipped the step."""
     a = trainer.args
-    model, opt = trainer.agents[agent], trainer.optimizers[agent]
+    model = trainer.agents[agent]
+    opt = trainer.optimizers[agent] if optimizer is None else optimizer
     loss_fn = algos.get("policy_loss", a.policy_loss, "policy_loss")
     needs_old = getattr(loss_fn, "needs_old_logps", False)
+    if needs_old:
+        missing = sum(1 for r in rows.old or [None] * len(rows.completions) if r is None)
+        if missing:
+            raise ValueError(
+                f"policy_loss={a.policy_loss!r} needs each sample's rollout log-probs "
+                f"(old_logps), but {missing} of {len(rows.completions)} samples have none; "
+                "they are taken at rollout when a ratio loss is set before the buffer fills."
+            )
     parts = token_logprobs_parts(
         model,
         rows.prompts,
@@ -102,6 +121,7 @@ def policy_step(trainer: Any, agent: int, rows: PolicyRows) -> tuple | None:
         pad_id=trainer.tokenizers[agent].pad_token_id,
         max_tokens=a.logprob_max_tokens,
         dedupe=False,
+        layout=rows.layout,
         temperature=a.temperature,  # the rollout's sampler, as the old and reference scores
     )
 
@@ -120,13 +140,15 @@ def policy_step(trainer: Any, agent: int, rows: PolicyRows) -> tuple | None:
             loss, metrics = loss + term, {**metrics, **more}
         return loss, metrics
 
-    step = train_step(
-        trainer,
-        Target(model.parameters(), opt, agent, turn=rows.turn),
-        parts,
-        part_loss,
-        what=f"{trainer.algorithm_name} loss of agent {agent}",
-    )
+    # The parts run their forwards as they are drawn, so inside the scope.
+    with dropout_off(model):
+        step = train_step(
+            trainer,
+            Target(model.parameters(), opt, agent, turn=rows.turn),
+            parts,
+            part_loss,
+            what=what or f"{trainer.algorithm_name} loss of agent {agent}",
+        )
     if step is None:
         return None
     found = {key: list(values) for key, values in rows.metrics.items()}
@@ -151,7 +173,11 @@ def update_policies(
     :func:`policy_step` each, without dropout (the gradient is of the policy that sampled, and
     its rollout log-probs were taken without dropout, so a first pass's ratio is exactly 1).
     Returns each agent's mean ``loss``, ``grad_norm`` and reported values; ``reported[i]``
-    holds values the family measured before the update (they join agent ``i``'s means)."""
+    holds values the family measured before the update (they join agent ``i``'s means).
+
+    Reads the trainer's ``agents``, ``optimizers`` (one per agent), ``tokenizers``,
+    ``workers``, ``shuffle_rng`` and ``args`` (``policy_loss``, ``num_iterations``,
+    ``train_batch_size``, ``logprob_max_tokens``, ``temperature``)."""
     # Drawn here, in agent order, so that the shuffles are reproducible in mp mode too.
     seeds = [trainer.shuffle_rng.getrandbits(64) for _ in range(trainer.num_agents)]
     reported = list(reported) if reported is not None else [{} for _ in per_agent]

@@ -18,7 +18,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
+from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.logprobs.kernels import (
     TokenLogprobs,
     completion_logprobs,
@@ -46,6 +48,13 @@ def _check_lengths(prompt_lengths: Sequence, completion_lengths: Sequence) -> No
             f"prompt_lengths and completion_lengths must have the same length, got "
             f"{len(prompt_lengths)} and {len(completion_lengths)}."
         )
+
+
+def micro_batches_for(model: Any, lengths: Sequence[int], max_tokens: Any) -> Iterator[list[int]]:
+    """:func:`micro_batches` of rows of ``lengths`` for forwards of ``model``, under
+    ``logprob_max_tokens`` as resolved for that model (``"auto"`` reads its size, see
+    :func:`~comlrl.core.logprobs.budget.token_budget`)."""
+    return micro_batches(lengths, token_budget(max_tokens, model))
 
 
 def micro_batches(lengths: Sequence[int], max_tokens: int | None) -> Iterator[list[int]]:

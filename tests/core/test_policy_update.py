@@ -1,0 +1,55 @@
+"""Core's policy update: the mini-batches it cuts from an agent's groups and the rows it hands
+to the loss."""
+
+from __future__ import annotations
+
+import random
+
+from comlrl.core.policy_update import group_rows, turn_minibatches
+from comlrl.core.rollout.record import RolloutGroup
+
+
+def _group(turn: int, step: int, k: int = 2) -> RolloutGroup:
+    return RolloutGroup(
+        agent=0,
+        turn=turn,
+        step=step,
+        prompt_ids=[1, step],
+        completion_ids=[[step, j] for j in range(k)],
+        returns=[float(j) for j in range(k)],
+    )
+
+
+def test_minibatches_stay_within_a_turn_and_every_pass_covers_every_group():
+    groups = [_group(t, s) for s in range(5) for t in (0, 1)]
+    batches = list(turn_minibatches(list(groups), 2, passes=3, rng=random.Random(0)))
+    assert all(len({g.turn for g in b}) == 1 for b in batches)
+    per_pass = len(batches) // 3
+    assert per_pass == 6  # 5 groups per turn in batches of 2: 3 + 3
+    for p in range(3):
+        seen = [g for b in batches[p * per_pass : (p + 1) * per_pass] for g in b]
+        assert sorted(id(g) for g in seen) == sorted(id(g) for g in groups)
+        assert [b[0].turn for b in batches[p * per_pass : (p + 1) * per_pass]] == [0] * 3 + [1] * 3
+    orders = [
+        [g.step for b in batches[p * per_pass : p * per_pass + 3] for g in b] for p in range(3)
+    ]
+    assert len({tuple(o) for o in orders}) > 1  # each pass reshuffles
+
+
+def test_the_same_seed_cuts_the_same_minibatches():
+    groups = [_group(0, s) for s in range(7)]
+    first = [[g.step for g in b] for b in turn_minibatches(list(groups), 3, 2, random.Random(5))]
+    again = [[g.step for g in b] for b in turn_minibatches(list(groups), 3, 2, random.Random(5))]
+    assert first == again and [len(b) for b in first] == [3, 3, 1, 3, 3, 1]
+
+
+def test_rows_are_one_per_completion_with_their_group_size_and_logprobs():
+    a, b = _group(0, 1, k=2), _group(0, 2, k=3)
+    a.old_logps = [[-0.1, -0.2], [-0.3, -0.4]]
+    cols = group_rows([a, b], [[1.0, -1.0], [0.5, 0.0, -0.5]])
+    assert cols["completions"] == a.completion_ids + b.completion_ids
+    assert cols["prompts"] == [a.prompt_ids] * 2 + [b.prompt_ids] * 3
+    assert cols["advantages"] == [1.0, -1.0, 0.5, 0.0, -0.5]
+    assert cols["sizes"] == [2, 2, 3, 3, 3]
+    assert cols["old"] == [[-0.1, -0.2], [-0.3, -0.4], None, None, None]
+    assert cols["ref"] == [None] * 5
