@@ -35,9 +35,9 @@ from comlrl.core.logprobs import (
     shared_prompt_logprobs,
     shared_prompt_micro_batches,
 )
-from comlrl.core.optim import build_adamw
 from comlrl.core.rollout import generation
 from comlrl.core.rollout.generation import SamplingParams
+from comlrl.core.training.optim import build_adamw
 
 
 def _sample(model, tok, prompts: list[str], spec: dict, device: str):

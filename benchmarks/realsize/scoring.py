@@ -2,7 +2,7 @@
 
 Each cell runs in a fresh subprocess and reports its peak resident memory above the
 *model-and-optimizer floor*: the process is measured after the model, its AdamW optimizer (the
-trainers' own, :func:`comlrl.core.optim.build_adamw`) and
+trainers' own, :func:`comlrl.core.training.optim.build_adamw`) and
 one warm-up step (so gradients and optimizer state exist), its peak counter is reset (Linux
 ``/proc/self/clear_refs``), and the cell's work runs; ``peak_above_floor`` is the new peak minus
 the floor. Nothing is downloaded: models are random-init from a transformers config.
@@ -114,7 +114,7 @@ def run_cell(name: str) -> dict:
 
     from comlrl.core.logprobs import kernels, vocab_grads
     from comlrl.core.logprobs.budget import token_budget
-    from comlrl.core.optim import build_adamw
+    from comlrl.core.training.optim import build_adamw
 
     shape, mode, budget, checkpointed = CELLS[name]
     torch.manual_seed(0)

@@ -26,8 +26,8 @@ from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.optim import apply_step, build_adamw, loss_is_usable
 from comlrl.core.trainer import TrainerBase
+from comlrl.core.training.optim import apply_step, build_adamw, loss_is_usable
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -131,7 +131,8 @@ def test_value_head_reads_values_from_the_policy_forward(tmp_path, monkeypatch):
     )
     forwards = []
     monkeypatch.setattr(
-        "comlrl.core.policy_update.token_logprobs_parts", lambda *a, **k: forwards.append(1) / 0
+        "comlrl.core.training.policy_update.token_logprobs_parts",
+        lambda *a, **k: forwards.append(1) / 0,
     )
     trainer = make_iac(tmp_path, separate=False)
     _one_update(trainer)

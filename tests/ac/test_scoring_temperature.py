@@ -54,7 +54,7 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
     the update scored another random sub-network each forward."""
     import torch
 
-    import comlrl.core.policy_update as update_module
+    import comlrl.core.training.policy_update as update_module
     from comlrl.ac import IACConfig, IACTrainer
     from comlrl.core.testing import tiny_pair
 

@@ -11,7 +11,10 @@ def test_the_architecture_walk_is_current():
     assert [w.name for w in results] == ["MAGRPO", "IAC", "MADPO"]
     for w in results:
         # every step runs the one update driver and the one optimizer step
-        assert "comlrl/core/train_step.py" in w.files and "comlrl/core/optim.py" in w.files
+        assert (
+            "comlrl/core/training/train_step.py" in w.files
+            and "comlrl/core/training/optim.py" in w.files
+        )
         # every file of the trace is on the walk or inside one of the walk's stages
         assert set(w.inside.values()) <= set(w.walk)
     by_name = {w.name: w for w in results}
@@ -41,7 +44,7 @@ def test_a_family_file_and_a_crossing_are_told_apart():
 def test_a_core_file_called_from_the_spine_or_a_family_is_on_the_walk():
     # (outermost first) loop -> family -> core stage -> core internal
     spine, family = "comlrl/core/loop.py", "comlrl/reinforce/magrpo.py"
-    stage, internal = "comlrl/core/policy_update.py", "comlrl/core/train_step.py"
+    stage, internal = "comlrl/core/training/policy_update.py", "comlrl/core/training/train_step.py"
     assert walk._stage_of([spine, family, stage]) is None
     assert walk._stage_of([spine, family, stage, internal]) == stage
     # a family callback inside a stage is read again, and what it calls is on the walk

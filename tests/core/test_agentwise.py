@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from comlrl.core.train_step import agentwise_loss
+from comlrl.core.training.train_step import agentwise_loss
 
 
 def _agents(n: int, seed: int = 0) -> list[nn.Module]:

@@ -13,10 +13,10 @@ import torch
 from comlrl.core.distributed import local_context
 from comlrl.core.gradients import GradientSync
 from comlrl.core.logprobs import token_logprobs_parts
-from comlrl.core.optim import build_adamw
-from comlrl.core.precision import master_weights
 from comlrl.core.testing import tiny_pair
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.precision import master_weights
+from comlrl.core.training.train_step import Target, train_step
 from tests.reinforce.helpers import make_trainer
 
 

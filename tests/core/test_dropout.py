@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from comlrl.core.dropout import dropout_off
 from comlrl.core.testing import tiny_pair
+from comlrl.core.training.dropout import dropout_off
 
 
 def _logits(model, ids):

@@ -14,7 +14,7 @@ from comlrl.core.distributed import local_context
 from comlrl.core.monitors import SUMMARY_FILE, Monitors, MonitorsConfig, MonitorWarning
 from comlrl.core.monitors.metrics import key, parse_key, record_values
 from comlrl.core.rollout.record import RolloutGroup
-from comlrl.core.train_step import Target
+from comlrl.core.training.train_step import Target
 
 
 def _trainer(tmp_path, **monitors):

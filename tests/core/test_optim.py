@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from comlrl.core.optim import build_adamw
+from comlrl.core.training.optim import build_adamw
 
 
 def _linear(seed=0):
@@ -43,7 +43,7 @@ def test_param_groups_are_accepted_and_an_explicit_choice_is_kept():
 
 
 def test_tensors_the_fused_kernel_cannot_take_keep_the_default():
-    from comlrl.core.optim import _fused_ready
+    from comlrl.core.training.optim import _fused_ready
 
     assert not _fused_ready([torch.zeros(3, dtype=torch.int64)])
     assert not _fused_ready([torch.zeros(3, device="meta")])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from comlrl.core.policy_update import group_rows, turn_minibatches
 from comlrl.core.rollout.record import RolloutGroup
+from comlrl.core.training.policy_update import group_rows, turn_minibatches
 
 
 def _group(turn: int, step: int, k: int = 2) -> RolloutGroup:

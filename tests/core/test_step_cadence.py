@@ -8,8 +8,8 @@ import os
 from types import SimpleNamespace
 
 from comlrl.core.checkpoint.layout import list_checkpoints
-from comlrl.core.schedule import optimizer_steps
 from comlrl.core.step_cadence import cadence_state, due, load_cadence_state
+from comlrl.core.training.schedule import optimizer_steps
 from tests.reinforce.helpers import PROMPTS, make_trainer
 
 # One optimizer step per agent and update: a buffer of 2 nodes, mini-batches of 2.

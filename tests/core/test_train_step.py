@@ -10,7 +10,7 @@ import torch
 
 from comlrl.core.distributed import local_context
 from comlrl.core.gradients import GradientSync
-from comlrl.core.train_step import Target, accumulate_gradients, train_step
+from comlrl.core.training.train_step import Target, accumulate_gradients, train_step
 
 
 class _Trainer(SimpleNamespace):

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from comlrl.core.schedule import LR_SCHEDULERS, optimizer_steps, schedulers_of
+from comlrl.core.training.schedule import LR_SCHEDULERS, optimizer_steps, schedulers_of
 from comlrl.reinforce import MAGRPOConfig
 from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer, metrics, reward
 
@@ -103,7 +103,7 @@ def test_schedule_settings_are_checked():
     with pytest.raises(ValueError, match="max_steps"):
         MAGRPOConfig(max_steps=0)
     ratio = MAGRPOConfig(lr_scheduler_type="cosine", warmup_ratio=0.25, max_steps=8)
-    from comlrl.core.schedule import warmup_steps
+    from comlrl.core.training.schedule import warmup_steps
 
     assert warmup_steps(ratio) == 2
 

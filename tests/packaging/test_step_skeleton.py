@@ -1,4 +1,4 @@
-"""The optimizer-step skeleton lives once, in core (comlrl.core.train_step): no family module
+"""The optimizer-step skeleton lives once, in core (comlrl.core.training.train_step): no family module
 clears gradients, runs a backward pass or steps an optimizer itself."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_no_family_module_writes_the_step_skeleton(package):
     sources = sorted((ROOT / "packages" / package / "src").rglob("*.py"))
     assert sources
     calls = [c for p in sources for c in _skeleton_calls(p.read_text(), str(p.relative_to(ROOT)))]
-    assert not calls, "use comlrl.core.train_step.train_step instead:\n" + "\n".join(calls)
+    assert not calls, "use comlrl.core.training.train_step.train_step instead:\n" + "\n".join(calls)
 
 
 def test_the_check_sees_a_skeleton():

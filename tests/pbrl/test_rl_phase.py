@@ -2,7 +2,7 @@
 buffer, an RL epoch ends by updating on the buffer's remainder, and the run counts one env step
 and one set of optimizer steps."""
 
-from comlrl.core.schedule import optimizer_steps
+from comlrl.core.training.schedule import optimizer_steps
 
 from .helpers import small_marlhf
 

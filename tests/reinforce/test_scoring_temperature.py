@@ -3,7 +3,7 @@ without dropout, so the first pass's ratio is 1 even for a model with dropout.""
 
 import torch
 
-import comlrl.core.policy_update as update_module
+import comlrl.core.training.policy_update as update_module
 from comlrl.core.testing import tiny_pair
 
 from .helpers import make_trainer

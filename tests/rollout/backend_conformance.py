@@ -38,7 +38,7 @@ class Harness:
     """A backend and what the suite needs around it.
 
     ``update(agent)`` changes that agent's trained weights (in place) and tells the backend,
-    as :func:`comlrl.core.optim.apply_step` does. ``logprob_tolerance`` bounds the mean
+    as :func:`comlrl.core.training.optim.apply_step` does. ``logprob_tolerance`` bounds the mean
     |sampler - trainer| token log-prob (None: the backend reports no log-probs)."""
 
     backend: Any

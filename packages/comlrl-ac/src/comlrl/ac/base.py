@@ -27,12 +27,12 @@ from comlrl.ac.values import ValueModel
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
 from comlrl.core.models import resolve_model_sources
-from comlrl.core.optim import build_adamw
 from comlrl.core.reference import reference_models_for
 from comlrl.core.rollout.collect import collect_groups
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.trainer import TrainerBase
+from comlrl.core.training.optim import build_adamw
 
 
 class ActorCriticTrainerBase(TrainerBase):

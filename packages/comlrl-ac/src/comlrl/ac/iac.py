@@ -33,13 +33,13 @@ from comlrl.ac.values import (
     save_value_model,
 )
 from comlrl.core.backbone import backbone_of
-from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import micro_batches_for
-from comlrl.core.optim import build_adamw
-from comlrl.core.precision import master_weights
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training.dropout import dropout_off
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.precision import master_weights
+from comlrl.core.training.train_step import Target, train_step
 
 
 class IACTrainer(ActorCriticTrainerBase):
@@ -270,7 +270,7 @@ class IACTrainer(ActorCriticTrainerBase):
             parts = {"actor_sum": policy_loss.item(), "error_sum": err.detach().sum().item()}
             return loss, {**metrics, **parts}
 
-        with dropout_off(model):  # as the rollout sampled (see comlrl.core.dropout)
+        with dropout_off(model):  # as the rollout sampled (see comlrl.core.training.dropout)
             step = train_step(
                 self,
                 Target(

@@ -46,10 +46,10 @@ from comlrl.ac.values import (
 )
 from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches_for
-from comlrl.core.optim import build_adamw
-from comlrl.core.precision import master_weights
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.precision import master_weights
 
 
 def joint_text(

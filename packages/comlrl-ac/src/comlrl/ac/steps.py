@@ -13,11 +13,11 @@ import torch
 from comlrl.ac.ppo import Row, advantage_divisors
 from comlrl.ac.targets import normalize_advantages, value_error
 from comlrl.ac.values import ValueModel
-from comlrl.core import policy_update
 from comlrl.core.logprobs import micro_batches_for
-from comlrl.core.policy_update import PolicyRows
 from comlrl.core.rollout.record import ValueGroup
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training import policy_update
+from comlrl.core.training.policy_update import PolicyRows
+from comlrl.core.training.train_step import Target, train_step
 
 
 def mean_or_nan(values: Sequence[float]) -> float:
@@ -93,7 +93,7 @@ def update_batches(
 def policy_step(
     trainer, agent: int, batch: list[Row], advs: list[float]
 ) -> tuple[float, float, dict[str, float]] | None:
-    """One actor step on core's policy step (:func:`comlrl.core.policy_update.policy_step`):
+    """One actor step on core's policy step (:func:`comlrl.core.training.policy_update.policy_step`):
     ``L = -mean_b[log π(y_b | h_b) · Â_b]`` (summed token log-probs; ``loss_aggregation`` may
     average them per completion or per token instead, :func:`comlrl.ac.ppo.advantage_divisors`),
     or the registered ratio loss (``policy_loss="ppo"``: IPPO / MAPPO), one padded forward per

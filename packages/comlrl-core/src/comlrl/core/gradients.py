@@ -36,7 +36,7 @@ class GradientSync:
         """Average the gradients of ``parameters`` over ranks (a no-op in one process) and run
         the hooks; returns the parameters as a list.
 
-        :func:`comlrl.core.optim.apply_step` calls it after the backward passes of an
+        :func:`comlrl.core.training.optim.apply_step` calls it after the backward passes of an
         optimizer step and before clipping, so every rank clips and steps with identical
         gradients and keeps identical weights. Each hook is called as ``hook(owner, params)``
         once the gradients are final (tests use it to compare weights across ranks before

@@ -40,7 +40,7 @@ import torch
 
 from comlrl.core.distributed import barrier, shard_range
 from comlrl.core.epoch_order import epoch_items
-from comlrl.core.schedule import max_steps_reached
+from comlrl.core.training.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from comlrl.core.errors import require_packages
-from comlrl.core.precision import master_weights
+from comlrl.core.training.precision import master_weights
 
 
 def check_device_map(model_config: Mapping | None) -> None:

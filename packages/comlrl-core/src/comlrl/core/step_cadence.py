@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comlrl.core.schedule import optimizer_steps
+from comlrl.core.training.schedule import optimizer_steps
 
 STEP_UNITS = ("optimizer", "env")
 # The unit of checkpoints written before steps_unit existed: logging counted env steps.

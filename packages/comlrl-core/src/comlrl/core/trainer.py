@@ -42,8 +42,8 @@ from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.rollout.rollouts import Rollouts
 from comlrl.core.saving import main_process_only
-from comlrl.core.schedule import stage_count
 from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
+from comlrl.core.training.schedule import stage_count
 
 
 class TrainerBase:

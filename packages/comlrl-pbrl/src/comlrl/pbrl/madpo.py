@@ -25,8 +25,8 @@ from comlrl.core.logprobs.budget import (
 )
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
-from comlrl.core.optim import build_adamw
-from comlrl.core.train_step import Target, accumulate_gradients, agentwise_loss, train_step
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.train_step import Target, accumulate_gradients, agentwise_loss, train_step
 from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceTrainerBase
 from comlrl.pbrl.config import MADPOConfig
@@ -77,7 +77,7 @@ class MADPOTrainer(PreferenceTrainerBase):
 
     def compute_dpo_loss(self, pairs: Sequence[PreferencePair], *, backward: bool) -> DPOOutput:
         """The joint DPO loss of ``pairs``; with ``backward`` its gradients are accumulated
-        (:func:`comlrl.core.train_step.accumulate_gradients`).
+        (:func:`comlrl.core.training.train_step.accumulate_gradients`).
 
         Each distinct winner or loser row is scored once per group of pairs, an actor's rows
         in a few padded forwards of similar lengths. Without a ``logprob_max_tokens`` cap every
@@ -163,7 +163,7 @@ class MADPOTrainer(PreferenceTrainerBase):
     def _group_losses(self, pairs, refs, parts: list[DPOOutput]):
         """``loss_of`` for the step driver: a group's share of the mean loss over ``pairs``;
         each group's output is kept in ``parts``. A group that :meth:`_agentwise` picks is
-        backpropagated one agent at a time (:func:`comlrl.core.train_step.agentwise_loss`):
+        backpropagated one agent at a time (:func:`comlrl.core.training.train_step.agentwise_loss`):
         one agent's graph is alive at a time."""
         n = len(pairs)
 

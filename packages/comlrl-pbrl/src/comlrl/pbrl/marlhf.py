@@ -20,8 +20,8 @@ from comlrl.core import loop
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.loop import EndOfPass, units_of
 from comlrl.core.models import ensure_pad_token, is_model_name
-from comlrl.core.optim import build_adamw
-from comlrl.core.precision import master_weights
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.precision import master_weights
 from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceInputs, PreferenceTrainerBase
 from comlrl.pbrl.config import MARLHFConfig

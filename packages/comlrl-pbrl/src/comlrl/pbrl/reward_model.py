@@ -21,7 +21,7 @@ from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.models import model_load_kwargs, unresolved_model
 from comlrl.core.quiet import quiet_hub_progress
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training.train_step import Target, train_step
 from comlrl.pbrl.candidates import rank_share
 
 JOINT_HEADER = "Joint multi-agent response"
@@ -202,7 +202,7 @@ def train_reward_model(
     """Bradley-Terry training; ``log(metrics)`` is called after every epoch with the epoch's mean
     ``reward_model/loss`` and ``reward_model/accuracy``. Returns the last epoch's metrics.
 
-    Every step goes through the trainer's step driver (:func:`comlrl.core.train_step.train_step`),
+    Every step goes through the trainer's step driver (:func:`comlrl.core.training.train_step.train_step`),
     so ``max_grad_norm`` clips it and ``nonfinite_loss`` decides what a non-finite loss does (a
     skipped batch is counted as the policies' are); the learning rate stays constant (no
     ``lr_scheduler_type``: the schedule counts agent steps). In a multi-process run every rank

@@ -16,10 +16,10 @@ from typing import Any
 
 from comlrl.core.distributed import item_seed
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.optim import build_adamw
 from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.train_step import Target, train_step
 
 WARMUP_BATCH = 8
 

@@ -14,13 +14,13 @@ from comlrl.core.algos import JointTable
 from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
-from comlrl.core.optim import build_adamw
-from comlrl.core.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.core.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
 from comlrl.core.rollout.record import GroupCodec, RolloutGroup
 from comlrl.core.trainer import TrainerBase
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.reinforce.advantages import (
     batch_normalize,
     estimate,
@@ -175,7 +175,7 @@ class MAGRPOTrainer(TrainerBase):
     # ------------------------------------------------------------------ update
     def update(self, experience: Experience) -> dict[str, float]:
         """Update every agent from its share of a full buffer: core's policy update
-        (:func:`~comlrl.core.policy_update.update_policies`) on this family's rows."""
+        (:func:`~comlrl.core.training.policy_update.update_policies`) on this family's rows."""
         per_agent, reported = [], []
         for samples in experience.samples:
             # A buffer restored from a checkpoint of the older layout has no advantages yet.

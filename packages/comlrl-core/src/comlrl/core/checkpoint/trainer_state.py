@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from comlrl.core.buffer import RolloutBuffer
-from comlrl.core.schedule import load_scheduler_states, scheduler_states
 from comlrl.core.step_cadence import cadence_state, load_cadence_state
+from comlrl.core.training.schedule import load_scheduler_states, scheduler_states
 
 # The keys of :meth:`Checkpointing.core_state` that belong to the algorithm taking the steps:
 # its optimizer-step counts, its rollout buffer and the buffer's shuffling RNG. A trainer that

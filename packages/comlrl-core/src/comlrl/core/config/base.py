@@ -41,8 +41,8 @@ from comlrl.core.monitors.config import check_monitors
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
-from comlrl.core.schedule import LR_SCHEDULERS, check_schedule
 from comlrl.core.step_cadence import STEP_UNITS
+from comlrl.core.training.schedule import LR_SCHEDULERS, check_schedule
 
 NONFINITE_POLICIES = ("raise", "skip")
 # The per-token KL estimators (computed in comlrl.core.reference).

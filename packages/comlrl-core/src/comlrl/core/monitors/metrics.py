@@ -5,7 +5,7 @@
   the mean completion length in tokens, the share of groups whose K completions all got the same task reward (no learning signal), the mean
   per-token KL to the reference that reward shaping took; and per turn the mean training reward
   (for the train/eval gap).
-- From the update's optimizer steps (:func:`comlrl.core.train_step.train_step`), per agent and
+- From the update's optimizer steps (:func:`comlrl.core.training.train_step.train_step`), per agent and
   turn: the token entropy measured in the policy-gradient forwards, and what the policy loss
   reported as ``clip_fraction`` and ``kl`` (a KL term in the loss).
 

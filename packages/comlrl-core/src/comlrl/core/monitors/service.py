@@ -2,9 +2,9 @@
 
 Core feeds it at three points, so no family writes monitor code:
 
-- :func:`comlrl.core.train_step.train_step` asks :meth:`Monitors.watched_step` for a meter
+- :func:`comlrl.core.training.train_step.train_step` asks :meth:`Monitors.watched_step` for a meter
   when a step trains one agent's policy on sampled completions of one turn (its
-  :class:`~comlrl.core.train_step.Target` names the ``turn``); the log-prob engine hands that
+  :class:`~comlrl.core.training.train_step.Target` names the ``turn``); the log-prob engine hands that
   meter the token entropies of the step's forwards, and the step's ``clip_fraction`` and ``kl``
   part metrics are tallied with them;
 - the loop's update (:func:`comlrl.core.loop.flush`) calls :meth:`Monitors.after_update` with

@@ -10,7 +10,7 @@ request with the agent's tokenizer on both ends; :class:`TokenBackend` supplies 
 backend that implements the ids form.
 
 A backend that keeps its own copy of the weights (vLLM, say) hears about every optimizer step
-through :meth:`RolloutBackend.on_weights_updated`, which :func:`comlrl.core.optim.apply_step`
+through :meth:`RolloutBackend.on_weights_updated`, which :func:`comlrl.core.training.optim.apply_step`
 calls. Backends are chosen by the ``rollout_backend`` config field; see
 :mod:`comlrl.core.rollout.backends` for the registry and docs/rollout_backends.md.
 """

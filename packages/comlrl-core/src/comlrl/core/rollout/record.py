@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.reference import reference_token_logps
 from comlrl.core.rewards.report import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
+from comlrl.core.training.dropout import dropout_off
 
 # The checkpointed names of the record before it moved into core (``NodeSample``).
 _LEGACY_KEYS = {

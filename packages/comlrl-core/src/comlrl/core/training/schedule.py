@@ -1,6 +1,6 @@
 """Learning-rate schedules with warmup, and the ``max_steps`` budget of optimizer steps.
 
-Every optimizer that steps through :func:`comlrl.core.optim.apply_step` (the agents', and the
+Every optimizer that steps through :func:`comlrl.core.training.optim.apply_step` (the agents', and the
 critics' where a family has them) gets one transformers scheduler of ``lr_scheduler_type``,
 built at its first step and stepped right after each optimizer step. Warmup lasts ``warmup_steps`` steps, or else ``warmup_ratio`` of
 ``max_steps``. A schedule that decays towards the end of training needs to know where the end
@@ -90,7 +90,7 @@ def _table(trainer: Any) -> dict[int, Any]:
 def scheduler_for(trainer: Any, optimizer: Any):
     """The scheduler of ``optimizer``, built at its first step (None without a schedule).
 
-    Only optimizers that step through :func:`comlrl.core.optim.apply_step` get one, so an
+    Only optimizers that step through :func:`comlrl.core.training.optim.apply_step` get one, so an
     optimizer a family steps by itself keeps its constant rate.
     """
     if not wants_schedulers(trainer.args):

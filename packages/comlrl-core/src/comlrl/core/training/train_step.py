@@ -1,6 +1,6 @@
 """The one optimizer-step skeleton every family's update runs: clear the gradients, then for
 each part of the mini-batch take its loss, apply the non-finite policy and run its backward
-pass, and finally take the optimizer step (:func:`comlrl.core.optim.apply_step`) of every
+pass, and finally take the optimizer step (:func:`comlrl.core.training.optim.apply_step`) of every
 target. A family supplies only the parts (micro-batches) and how a part becomes a loss.
 
 A part's loss is what its backward pass differentiates, already scaled to its share of the
@@ -35,8 +35,8 @@ import torch
 
 from comlrl.core.checkpoint.rng import capture_rng, restore_rng
 from comlrl.core.logprobs import measuring_entropy
-from comlrl.core.optim import apply_step, loss_is_usable
-from comlrl.core.precision import compute_context
+from comlrl.core.training.optim import apply_step, loss_is_usable
+from comlrl.core.training.precision import compute_context
 
 _END = object()
 
@@ -102,7 +102,7 @@ def accumulate_gradients(
     lazy: each is drawn after the previous part's backward, so one part's graph is alive. A
     part's loss may be an :class:`AgentwiseLoss`, backpropagated one agent at a time. With
     ``bf16=True`` each part's forward and loss run under bf16 autocast
-    (:mod:`comlrl.core.precision`), its backward outside."""
+    (:mod:`comlrl.core.training.precision`), its backward outside."""
     total = 0.0
     reported: dict[str, list[float]] = {}
     device = _device_of(optimizers)
@@ -138,7 +138,7 @@ def train_step(
     what: str,
 ) -> StepResult | None:
     """One optimizer step over ``parts``: ``zero_grad`` of every target, the parts' backward
-    passes (:func:`accumulate_gradients`), then :func:`~comlrl.core.optim.apply_step` of every
+    passes (:func:`accumulate_gradients`), then :func:`~comlrl.core.training.optim.apply_step` of every
     target in order. ``what`` names the loss in the non-finite messages; None means a
     non-finite loss was skipped and nothing stepped. A step the trainer's monitors watch (see
     :class:`Target`) measures token entropy in its forwards and reports to them once it

@@ -5,7 +5,7 @@ per mini-batch on the registered policy loss that ``policy_loss`` names.
 A family contributes what its math says about a mini-batch (:class:`PolicyRows`: each
 completion's advantage and its weight in the loss, plus an optional extra loss term such as a
 KL to the reference); core scores the rows with the log-prob engine at the sampler's
-temperature, forms the ratio inputs, calls the loss and runs :func:`~comlrl.core.train_step`.
+temperature, forms the ratio inputs, calls the loss and runs :func:`~comlrl.core.training.train_step`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.dropout import dropout_off
 from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
 from comlrl.core.ratio import padded_rows
 from comlrl.core.rollout.record import RolloutGroup
-from comlrl.core.train_step import Target, train_step
+from comlrl.core.training.dropout import dropout_off
+from comlrl.core.training.train_step import Target, train_step
 
 # ``extra(logps, ref_logps, row_weights) -> (term, metrics)``: a term added to a part's loss;
 # ``ref_logps`` is the rows' reference log-probs padded to the part (None without them).

@@ -1,5 +1,5 @@
 """The AdamW optimizer every trainer builds, with the fastest implementation that applies, and
-the one optimizer step (with its learning-rate scheduler, see :mod:`comlrl.core.schedule`).
+the one optimizer step (with its learning-rate scheduler, see :mod:`comlrl.core.training.schedule`).
 
 PyTorch's default AdamW on CPU updates one tensor at a time in Python; the fused kernel does the
 same arithmetic in one pass per parameter group, about 4x faster for a 5M-parameter model on
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.precision import warn_low_precision
+from comlrl.core.training.precision import warn_low_precision
 
 # Device types with a fused AdamW kernel (CPU since torch 2.4).
 _FUSED_DEVICES = {"cuda", "cpu"}
@@ -105,12 +105,12 @@ def apply_step(
     parameters, and the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
     reward models pass None), the rollout backend then hears that its weights changed, so a
     backend holding its own copy of the weights can refresh it. With an ``lr_scheduler_type``
-    the optimizer's scheduler steps right after it (:mod:`comlrl.core.schedule`), unless
+    the optimizer's scheduler steps right after it (:mod:`comlrl.core.training.schedule`), unless
     ``scheduled`` is False (a reward model's rate stays constant). Returns the
     gradient norm before clipping (NaN when no parameter has a gradient).
     """
-    from comlrl.core.schedule import count_step, scheduler_for
     from comlrl.core.sharding import clip_gradients
+    from comlrl.core.training.schedule import count_step, scheduler_for
 
     params = [p for p in trainer.sync.gradients(parameters) if p.grad is not None]
     norm = float("nan")
