@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from comlrl.core.distributed import local_context
-from comlrl.core.gradients import GradientSync
+from comlrl.core.distributed.gradients import GradientSync
 from comlrl.core.logprobs import token_logprobs_parts
 from comlrl.core.testing import tiny_pair
 from comlrl.core.training.optim import build_adamw

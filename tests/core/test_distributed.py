@@ -17,7 +17,7 @@ from comlrl.core.distributed import (
     resolve_mode,
     shard_range,
 )
-from comlrl.core.ranks import IndexedWorkers, current_worker, per_rank_config
+from comlrl.core.distributed.ranks import IndexedWorkers, current_worker, per_rank_config
 
 FULL = {
     "RANK": "0",

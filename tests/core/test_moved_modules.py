@@ -1,4 +1,5 @@
-"""Modules that moved into ``comlrl.core.training`` still import under their former paths."""
+"""Modules that moved into a subpackage (``comlrl.core.training``, ``comlrl.core.distributed``)
+still import under their former paths."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from comlrl.core.distributed import local_context
-from comlrl.core.gradients import GradientSync
+from comlrl.core.distributed.gradients import GradientSync
 from comlrl.core.training.train_step import Target, accumulate_gradients, train_step
 
 

@@ -262,7 +262,7 @@ def final_state(trainer, models) -> dict[str, torch.Tensor]:
 def full_digest_recorder(log: list[str]):
     """Like :func:`step_recorder` for sharded agents: digests of the gathered tensors (every
     rank runs the hook at the same step, so the gathers line up)."""
-    from comlrl.core.sharding import full_tensor
+    from comlrl.core.distributed.sharding import full_tensor
 
     def hook(trainer, params):
         tensors = [full_tensor(p.detach()) for p in params]
@@ -274,7 +274,7 @@ def full_digest_recorder(log: list[str]):
 
 def full_state(trainer) -> dict[str, torch.Tensor]:
     """:func:`final_state` with sharded agents gathered (collective)."""
-    from comlrl.core.sharding import full_state_dict
+    from comlrl.core.distributed.sharding import full_state_dict
 
     return {
         f"{name}.{key}": value.detach().cpu().clone()

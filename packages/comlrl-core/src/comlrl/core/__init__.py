@@ -18,8 +18,14 @@ __all__ = ["MOVED_MODULES", "__version__"]
 # still works (with a DeprecationWarning) and gives the same module object, so code written
 # against an earlier release, and a monkeypatch of either name, keep working.
 MOVED_MODULES = {
-    f"comlrl.core.{name}": f"comlrl.core.training.{name}"
-    for name in ("train_step", "policy_update", "optim", "schedule", "precision", "dropout")
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.training.{name}"
+        for name in ("train_step", "policy_update", "optim", "schedule", "precision", "dropout")
+    },
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.distributed.{name}"
+        for name in ("sharding", "ranks", "gradients")
+    },
 }
 
 

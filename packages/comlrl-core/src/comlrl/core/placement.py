@@ -10,8 +10,8 @@ import torch
 
 from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
 from comlrl.core.distributed import DistributedContext
+from comlrl.core.distributed.ranks import IndexedWorkers
 from comlrl.core.models import infer_model_name, resolve_model_sources
-from comlrl.core.ranks import IndexedWorkers
 
 
 def resolve_agents(inputs: Any, args: Any) -> tuple[list, str]:

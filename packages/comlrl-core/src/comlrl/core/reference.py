@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from comlrl.core.config.base import KL_ESTIMATORS
+from comlrl.core.distributed.sharding import unsharded_copy
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
-from comlrl.core.sharding import unsharded_copy
 
 
 def build_reference_models(

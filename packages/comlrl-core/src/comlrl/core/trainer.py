@@ -25,7 +25,8 @@ from comlrl.core.distributed import (
     init_context,
     local_context,
 )
-from comlrl.core.gradients import GradientSync
+from comlrl.core.distributed.gradients import GradientSync
+from comlrl.core.distributed.ranks import per_rank_config
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.logging.sink import require_sink_packages
@@ -35,7 +36,6 @@ from comlrl.core.models import place_agents, shares_parameters
 from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
-from comlrl.core.ranks import per_rank_config
 from comlrl.core.reporting import Reporting
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backends import build_rollout_backend
@@ -55,7 +55,7 @@ class TrainerBase:
     trees), ``reporting`` (:class:`~comlrl.core.reporting.Reporting`: logger, logging cadence,
     completions, progress bars), ``checkpointing``
     (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
-    and sessions), ``sync`` (:class:`~comlrl.core.gradients.GradientSync`: gradient
+    and sessions), ``sync`` (:class:`~comlrl.core.distributed.gradients.GradientSync`: gradient
     averaging and pooled statistics over ranks) and ``monitors``
     (:class:`~comlrl.core.monitors.Monitors`: the reward-hacking monitors), plus ``timing``.
     Family code calls them directly; the methods below that only forward to one of them are the trainer's public API.
@@ -186,7 +186,7 @@ class TrainerBase:
         self._shared_agents = len({id(m) for m in self.agents}) < len(self.agents)
         self.rollout_backend = build_rollout_backend(self)
         if self.dist.sharding == "fsdp":
-            from comlrl.core.sharding import ShardedAgents
+            from comlrl.core.distributed.sharding import ShardedAgents
 
             # Before any optimizer exists: optimizers must hold the sharded parameters.
             self.sync.sharded = ShardedAgents(self.agents, self.dist)
@@ -225,7 +225,7 @@ class TrainerBase:
     @property
     def gradient_sync_hooks(self) -> list:
         """Callables run as ``hook(trainer, params)`` once an optimizer step's gradients are
-        final (see :meth:`comlrl.core.gradients.GradientSync.gradients`); append to it."""
+        final (see :meth:`comlrl.core.distributed.gradients.GradientSync.gradients`); append to it."""
         return self.sync.hooks
 
     @property

@@ -17,7 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from comlrl.core.checkpoint.errors import CorruptCheckpointError
-from comlrl.core.sharding import is_dtensor, like_placement
+from comlrl.core.distributed.sharding import is_dtensor, like_placement
 
 WEIGHTS_FILE = "model.safetensors"
 

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from comlrl.core.checkpoint.errors import CorruptCheckpointError
-from comlrl.core.sharding import like_placement
+from comlrl.core.distributed.sharding import like_placement
 
 
 def optimizer_payload(optimizer: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -40,7 +40,7 @@ MIN_ELEMENTS = 2**22
 
 
 def _is_dtensor(value: Any) -> bool:
-    from comlrl.core.sharding import is_dtensor
+    from comlrl.core.distributed.sharding import is_dtensor
 
     return is_dtensor(value)
 

@@ -109,7 +109,7 @@ def apply_step(
     ``scheduled`` is False (a reward model's rate stays constant). Returns the
     gradient norm before clipping (NaN when no parameter has a gradient).
     """
-    from comlrl.core.sharding import clip_gradients
+    from comlrl.core.distributed.sharding import clip_gradients
     from comlrl.core.training.schedule import count_step, scheduler_for
 
     params = [p for p in trainer.sync.gradients(parameters) if p.grad is not None]

@@ -5,6 +5,10 @@ Runs under ``accelerate launch`` or ``torchrun``: both export ``RANK``, ``WORLD_
 ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``. Each rank holds every agent it trains, rolls
 out its own shard of each global batch, and all-reduces each agent's gradients before the
 optimizer step, so all ranks keep identical weights. Only rank 0 logs and saves.
+
+The subpackage's modules: :mod:`.gradients` (the trainer's ``sync``: gradient averaging and
+pooled statistics over ranks), :mod:`.sharding` (FSDP2 placement and sharding-aware clipping)
+and :mod:`.ranks` (which rank and agent worker a piece of work runs on).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class DistributedContext:
     world_size: int = 1
     local_rank: int = 0
     backend: str | None = None
-    # "fsdp" when the agents are sharded with FSDP2 (comlrl.core.sharding); None: replicated.
+    # "fsdp" when the agents are sharded with FSDP2 (comlrl.core.distributed.sharding); None: replicated.
     sharding: str | None = None
 
     @property
