@@ -53,3 +53,34 @@ def test_rows_are_one_per_completion_with_their_group_size_and_logprobs():
     assert cols["sizes"] == [2, 2, 3, 3, 3]
     assert cols["old"] == [[-0.1, -0.2], [-0.3, -0.4], None, None, None]
     assert cols["ref"] == [None] * 5
+
+
+class _OneRank:
+    """A trainer's ``sync`` on one process: nothing to pool."""
+
+    def pooled_moments(self, tensors):
+        return None
+
+
+def test_row_minibatches_normalize_each_turn_and_keep_every_row_once():
+    from types import SimpleNamespace
+
+    from comlrl.core.training.policy_update import turn_row_minibatches
+
+    groups = [_group(t, s, k=3) for s in range(3) for t in (0, 1)]
+    for g in groups:
+        g.advantages = [float(g.step + 10 * g.turn + j) for j in range(3)]
+    trainer = SimpleNamespace(sync=_OneRank())
+    batches = turn_row_minibatches(
+        trainer, groups, 4, random.Random(0), normalize=True, num_turns=1
+    )
+    rows = [r for b, _ in batches for r in b]
+    assert sorted((id(g), k) for g, k in rows) == sorted(
+        (id(g), k) for g in groups for k in range(3)
+    )
+    assert all(len({g.turn for g, _ in b}) == 1 for b, _ in batches)
+    for turn in (0, 1):
+        advs = [a for b, av in batches for (g, _), a in zip(b, av) if g.turn == turn]
+        assert abs(sum(advs)) < 1e-9 and abs(sum(a * a for a in advs) / len(advs) - 1) < 1e-9
+    raw = turn_row_minibatches(trainer, groups, 4, random.Random(0), normalize=False, num_turns=1)
+    assert all(a == g.advantages[k] for b, av in raw for (g, k), a in zip(b, av))

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from comlrl.ac.ppo import Row, advantage_divisors
-from comlrl.ac.targets import normalize_advantages, value_error
+from comlrl.ac.targets import value_error
 from comlrl.ac.values import ValueModel
 from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.rollout.record import ValueGroup
@@ -43,42 +43,22 @@ class StepLog:
         return {key: mean_or_nan(values) for key, values in self.values.items()}
 
 
-def completion_rows(groups: Sequence[ValueGroup]) -> list[Row]:
-    """Every completion of ``groups`` as a row (its group, its index there), in order."""
-    return [(g, k) for g in groups for k in range(len(g.completion_ids))]
-
-
 def actor_batches(
     trainer, groups: list[ValueGroup], rng: random.Random
 ) -> list[tuple[list[Row], list[float]]]:
-    """Mini-batches of (rows, advantages) over the completions of ``groups``: advantages are
-    z-scored within each turn of the buffer, then each turn is shuffled and cut into
-    ``train_batch_size``."""
+    """Mini-batches of (rows, advantages) over the completions of ``groups``: core's
+    :func:`~comlrl.core.training.policy_update.turn_row_minibatches` (advantages z-scored
+    within each turn of the buffer when ``advantage_normalization``, each turn shuffled and
+    cut into ``train_batch_size`` rows)."""
     a = trainer.args
-    by_turn: dict[int, list[Row]] = {}
-    for row in completion_rows(groups):
-        by_turn.setdefault(row[0].turn, []).append(row)
-    pooled = None
-    if a.advantage_normalization:
-        # One collective of a fixed shape (every possible turn index), whichever turns
-        # this rank's share holds.
-        turns = range(a.num_turns + 1)
-        moments = [
-            torch.tensor([float(g.advantages[k]) for g, k in by_turn.get(t, [])]) for t in turns
-        ]
-        pooled = trainer.sync.pooled_moments(moments)
-    batches = []
-    for turn in sorted(by_turn):
-        rows = by_turn[turn]
-        advs = [float(g.advantages[k]) for g, k in rows]
-        if a.advantage_normalization:
-            advs = normalize_advantages(advs, pooled[turn] if pooled else None)
-        pairs = list(zip(rows, advs))
-        rng.shuffle(pairs)
-        for start in range(0, len(pairs), a.train_batch_size):
-            chunk = pairs[start : start + a.train_batch_size]
-            batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
-    return batches
+    return policy_update.turn_row_minibatches(
+        trainer,
+        groups,
+        a.train_batch_size,
+        rng,
+        normalize=a.advantage_normalization,
+        num_turns=a.num_turns,
+    )
 
 
 def update_batches(

@@ -22,6 +22,7 @@ from comlrl.core import algos
 from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
 from comlrl.core.ratio import padded_rows
 from comlrl.core.rollout.record import RolloutGroup
+from comlrl.core.stats import zscore
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.train_step import Target, train_step
 
@@ -80,6 +81,47 @@ def turn_minibatches(
             rng.shuffle(group)
             for start in range(0, len(group), batch_size):
                 yield group[start : start + batch_size]
+
+
+def turn_row_minibatches(
+    trainer: Any,
+    groups: Sequence[RolloutGroup],
+    batch_size: int,
+    rng: random.Random,
+    *,
+    normalize: bool,
+    num_turns: int,
+) -> list[tuple[list[tuple[RolloutGroup, int]], list[float]]]:
+    """One pass over every completion of ``groups`` as a row ``(group, k)`` with its advantage:
+    rows by turn (turns in order); with ``normalize`` each turn's advantages z-scored
+    (:func:`comlrl.core.stats.zscore`) with moments pooled over ranks, one collective of a
+    fixed shape (turns ``0..num_turns``) whichever turns this rank's share holds; then each
+    turn's rows shuffled by ``rng`` and cut into mini-batches of ``batch_size`` rows, so a
+    mini-batch never mixes turns."""
+    by_turn: dict[int, list[tuple[RolloutGroup, int]]] = {}
+    for g in groups:
+        for k in range(len(g.completion_ids)):
+            by_turn.setdefault(g.turn, []).append((g, k))
+    pooled = None
+    if normalize:
+        moments = [
+            torch.tensor([float(g.advantages[k]) for g, k in by_turn.get(t, [])])
+            for t in range(num_turns + 1)
+        ]
+        pooled = trainer.sync.pooled_moments(moments)
+    batches = []
+    for turn in sorted(by_turn):
+        rows = by_turn[turn]
+        advs = [float(g.advantages[k]) for g, k in rows]
+        if normalize:
+            scored = torch.tensor(advs, dtype=torch.float64)
+            advs = zscore(scored, pooled[turn] if pooled else None).tolist()
+        pairs = list(zip(rows, advs))
+        rng.shuffle(pairs)
+        for start in range(0, len(pairs), batch_size):
+            chunk = pairs[start : start + batch_size]
+            batches.append(([p[0] for p in chunk], [p[1] for p in chunk]))
+    return batches
 
 
 def _as_tensor(values: Sequence[float], device) -> torch.Tensor:
