@@ -105,7 +105,10 @@ def test_example_logs_both_parts_into_one_run(tmp_path, monkeypatch):
     first_id, second_id = result["wandb_run_ids"]
     assert first_id is not None and first_id == second_id
     offline_runs = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*"))
-    assert len(offline_runs) == 2 and all(p.endswith(f"-{first_id}") for p in offline_runs)
+    # Each part has its own offline directory of the one run id; W&B adds "-1" to the second's
+    # name when both parts started within the same second.
+    named = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(first_id)}(-\d+)?$")
+    assert len(offline_runs) == 2 and all(named.search(p) for p in offline_runs), offline_runs
 
     records = _metrics(tmp_path / "run" / "metrics.jsonl")
     train = [r for r in records if "turn_1/reward_mean" in r]
