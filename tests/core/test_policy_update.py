@@ -84,3 +84,16 @@ def test_row_minibatches_normalize_each_turn_and_keep_every_row_once():
         assert abs(sum(advs)) < 1e-9 and abs(sum(a * a for a in advs) / len(advs) - 1) < 1e-9
     raw = turn_row_minibatches(trainer, groups, 4, random.Random(0), normalize=False, num_turns=1)
     assert all(a == g.advantages[k] for b, av in raw for (g, k), a in zip(b, av))
+
+
+def test_a_ratio_loss_without_rollout_logprobs_is_refused_by_name():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from comlrl.core.training.policy_update import require_old_logps
+
+    config = SimpleNamespace(policy_loss="ppo")
+    require_old_logps(config, [[-0.1], []])  # an empty completion's log-probs are present
+    with pytest.raises(ValueError, match=r"policy_loss='ppo'.*1 of 2 samples"):
+        require_old_logps(config, [[-0.1], None])

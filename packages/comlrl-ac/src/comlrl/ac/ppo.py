@@ -16,6 +16,7 @@ from comlrl.core.logprobs import TokenLogprobs, token_logprobs
 from comlrl.core.ratio import padded_rows
 from comlrl.core.rollout.collect import needs_old_logps
 from comlrl.core.rollout.record import ValueGroup
+from comlrl.core.training.policy_update import require_old_logps
 
 # One completion of the buffer in an update: its group and its index there.
 Row = tuple[ValueGroup, int]
@@ -109,13 +110,7 @@ def actor_loss(
     device = logps.values.device
     old = None
     if getattr(fn, "needs_old_logps", False):
-        missing = [j for j, (g, _) in enumerate(batch) if not g.old_logps]
-        if missing:
-            raise ValueError(
-                f"policy_loss={args.policy_loss!r} needs each sample's rollout log-probs "
-                f"(old_logps), but {len(missing)} of {len(batch)} samples have none; they are "
-                "taken at rollout when a ratio loss is set before the buffer fills."
-            )
+        require_old_logps(args, [g.old_logps[k] if g.old_logps else None for g, k in batch])
         old = padded_rows([g.old_logps[k] for g, k in batch], logps.values.shape[1], device)
     ones = torch.ones(len(batch), dtype=torch.float32, device=device)
     loss, metrics = fn(logps, old, w.to(device), ones, args)

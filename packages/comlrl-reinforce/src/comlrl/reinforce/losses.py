@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 
 def row_weights(
     lengths: Sequence[int],
@@ -57,8 +55,3 @@ def token_mean_total(pooled_tokens: float, world_size: int) -> float:
     kept tokens of every rank's mini-batch together) gives each token ``1 / pooled_tokens``,
     whatever share of the tokens its rank holds."""
     return float(pooled_tokens) / int(world_size)
-
-
-def as_tensor(values: Sequence[float], device) -> torch.Tensor:
-    """``values`` as a float32 tensor on ``device`` (the dtype the losses accumulate in)."""
-    return torch.tensor(list(values), dtype=torch.float32, device=device)

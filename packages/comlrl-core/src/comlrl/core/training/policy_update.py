@@ -124,6 +124,18 @@ def turn_row_minibatches(
     return batches
 
 
+def require_old_logps(config: Any, old: Sequence[Any]) -> None:
+    """Refuse a ratio loss on samples without rollout log-probs (``old[i]`` None), naming
+    ``policy_loss`` and how many samples lack them."""
+    missing = sum(1 for r in old if r is None)
+    if missing:
+        raise ValueError(
+            f"policy_loss={config.policy_loss!r} needs each sample's rollout log-probs "
+            f"(old_logps), but {missing} of {len(old)} samples have none; they are taken at "
+            "rollout when a ratio loss is set before the buffer fills."
+        )
+
+
 def _as_tensor(values: Sequence[float], device) -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.float32, device=device)
 
@@ -149,13 +161,8 @@ def policy_step(
     loss_fn = algos.get("policy_loss", a.policy_loss, "policy_loss")
     needs_old = getattr(loss_fn, "needs_old_logps", False)
     if needs_old:
-        missing = sum(1 for r in rows.old or [None] * len(rows.completions) if r is None)
-        if missing:
-            raise ValueError(
-                f"policy_loss={a.policy_loss!r} needs each sample's rollout log-probs "
-                f"(old_logps), but {missing} of {len(rows.completions)} samples have none; "
-                "they are taken at rollout when a ratio loss is set before the buffer fills."
-            )
+        require_old_logps(a, rows.old or [None] * len(rows.completions))
+    with_ref = rows.ref is not None and all(r is not None for r in rows.ref)
     parts = token_logprobs_parts(
         model,
         rows.prompts,
@@ -175,9 +182,7 @@ def policy_step(
         adv = _as_tensor([rows.advantages[i] for i in idx], device)
         loss, metrics = loss_fn(lp, old, adv, row_w, a)
         if rows.extra is not None:
-            ref = None
-            if rows.ref is not None and all(r is not None for r in rows.ref):
-                ref = padded_rows([rows.ref[i] for i in idx], width, device)
+            ref = padded_rows([rows.ref[i] for i in idx], width, device) if with_ref else None
             term, more = rows.extra(lp, ref, row_w)
             loss, metrics = loss + term, {**metrics, **more}
         return loss, metrics
