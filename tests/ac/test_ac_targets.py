@@ -9,7 +9,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.ac.steps import actor_batches
 from comlrl.ac.targets import (
     explained_variance,
     normalize_advantages,
@@ -19,6 +18,7 @@ from comlrl.ac.targets import (
 )
 from comlrl.core.loop import ItemBatch
 from comlrl.core.rollout.record import ValueGroup
+from comlrl.core.training.policy_update import agent_minibatches
 
 from .helpers import flat, make_iac, make_maac
 
@@ -252,7 +252,7 @@ def test_advantages_are_normalized_per_turn_group(tmp_path):
         return ValueGroup(0, turn, turn, [1], [[2]] * len(advs), [0.0] * len(advs), advantages=advs)
 
     groups = [g(0, [1.0, 3.0]), g(1, [10.0, 30.0, 20.0])]
-    batches = actor_batches(trainer, groups, random.Random(0))
+    batches = agent_minibatches(trainer, groups, "row", random.Random(0))
     by_turn = {}
     for batch, advs in batches:
         for (group, k), adv in zip(batch, advs):

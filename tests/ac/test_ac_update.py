@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from comlrl.ac.steps import critic_step
 from comlrl.core.logging.jsonl import read_metrics
+from comlrl.core.training.value_step import value_step
 
 from .helpers import make_iac, make_maac
 
@@ -97,7 +97,7 @@ def test_maac_logs_its_critic(tmp_path):
 
 def test_no_forward_outside_the_update_needs_gradients(tmp_path, monkeypatch):
     """Rollout-time values run under no_grad, once per prompt; updates run batched."""
-    import comlrl.ac.values as values
+    import comlrl.core.logprobs.values as values
 
     calls = []
     original = values.last_token_values
@@ -107,7 +107,7 @@ def test_no_forward_outside_the_update_needs_gradients(tmp_path, monkeypatch):
         return original(backbone, head, rows, pad_id)
 
     monkeypatch.setattr(values, "last_token_values", spy)
-    monkeypatch.setattr("comlrl.ac.iac.last_token_values", spy)
+    monkeypatch.setattr("comlrl.core.training.value_step.last_token_values", spy)
     trainer = make_iac(tmp_path)
     _one_update(trainer)
     rollout = [c for c in calls if not c[0]]
@@ -155,8 +155,8 @@ def test_nonfinite_loss_raises_or_skips(tmp_path):
 
 
 @pytest.mark.parametrize("clip", [None, 0.2])
-def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path, clip):
-    from comlrl.ac.targets import value_error
+def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path, clip, monkeypatch):
+    from comlrl.ac.targets import critic_rows, value_error
 
     trainer = make_maac(tmp_path, logprob_max_tokens=12)
     trainer.args.value_clip_range = clip
@@ -168,9 +168,14 @@ def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path,
     old = [0.1, -0.2, 0.1, 0.3, 0.1, -0.2]
     forwards = []
     original = critic.last_token_values
-    critic.last_token_values = lambda r, p: forwards.append(len(r)) or original(r, p)
+
+    def counted(body, head, r, p):
+        forwards.append(len(r))
+        return original(r, p)
+
+    monkeypatch.setattr("comlrl.core.training.value_step.last_token_values", counted)
     opt = torch.optim.SGD(critic.parameters(), lr=0.0)
-    err = critic_step(trainer, critic, opt, rows, targets, old, pad, "test")
+    err = value_step(trainer, critic_rows(trainer.args, critic, opt, rows, targets, old, pad, "t"))
     got = {n: p.grad.clone() for n, p in critic.named_parameters() if p.grad is not None}
     assert sum(forwards) == 3  # three distinct rows, not six
     critic.zero_grad(set_to_none=True)

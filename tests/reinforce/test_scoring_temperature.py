@@ -32,7 +32,7 @@ def _first_steps(monkeypatch, trainer):
     step = update_module.policy_step
     score_parts = update_module.token_logprobs_parts
 
-    def spied_step(trainer_, agent, policy_rows):
+    def spied_step(trainer_, agent, policy_rows, **kwargs):
         model = trainer.agents[agent]
         if agent not in seen:
             rows = list(
@@ -47,7 +47,7 @@ def _first_steps(monkeypatch, trainer):
                 "ref_T": [_by_hand(ref, p, c, T) for p, c, _, _ in rows],
             }
             seen[agent]["collecting"] = True
-        out = step(trainer_, agent, policy_rows)
+        out = step(trainer_, agent, policy_rows, **kwargs)
         seen[agent]["collecting"] = False
         return out
 

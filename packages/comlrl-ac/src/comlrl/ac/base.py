@@ -1,9 +1,11 @@
 """What IAC and MAAC share: construction order, episode collection on core's rollout record
 (rollout → KL shaping → returns → :class:`~comlrl.core.rollout.record.ValueGroup` per agent and
 node → rollout log-probs for the ratio loss → old values → TD targets → GAE(λ)), per-agent
-buffers and resumable state. The optimisation steps live in :mod:`comlrl.ac.steps` (the actor's loss in
-:mod:`comlrl.ac.ppo`), metrics and evaluation in :mod:`comlrl.ac.reporting`, critic placement
-in :mod:`comlrl.ac.critics`.
+buffers and resumable state. The update runs on core's update driver
+(:func:`comlrl.core.training.policy_update.update_policies`: the actor's rows from
+:mod:`comlrl.ac.ppo`, a critic step on core's
+:func:`~comlrl.core.training.value_step.value_step`), metrics and evaluation in
+:mod:`comlrl.ac.reporting`, critic placement in :mod:`comlrl.ac.critics`.
 
 A family fills in the critic: how it is built and placed (``_resolve_critic_sources``,
 ``_setup_critics``), what it estimates at rollout (``_estimate_values``), how a drained buffer
@@ -19,7 +21,6 @@ import torch
 
 from comlrl.ac.buffer_states import BufferCodec, is_sample_state, regroup
 from comlrl.ac.config import ActorCriticConfig
-from comlrl.ac.ppo import attach_old_logps
 from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
@@ -37,8 +38,8 @@ from comlrl.core.training.optim import build_adamw
 
 class ActorCriticTrainerBase(TrainerBase):
     """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in). The
-    critics' placement, the optimisation steps and the metrics are functions of
-    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.steps` and :mod:`comlrl.ac.reporting`."""
+    critics' placement, the actor's rows and the metrics are functions of
+    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.reporting`."""
 
     run_config_keys = RUN_CONFIG_KEYS
 
@@ -159,7 +160,13 @@ class ActorCriticTrainerBase(TrainerBase):
         each agent's value groups there (old values, TD targets, advantages), the joint
         samples of a centralized critic, and the ``metrics_callback`` metrics."""
         got = collect_groups(
-            self, unit, self._critic_record, discount=1.0, group_cls=ValueGroup, logprobs=False
+            self,
+            unit,
+            self._critic_record,
+            discount=1.0,
+            group_cls=ValueGroup,
+            logprob_layout="padded",  # the layout the actor's step scores in
+            fill_phase="values",
         )
         nodes, per_agent, joint = got.nodes, got.per_agent, got.filled
         # The nodes of one item's tree are consecutive in walk order and share its index.
@@ -182,12 +189,11 @@ class ActorCriticTrainerBase(TrainerBase):
     def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode], _seen):
         """What the critic adds to core's record of ``nodes`` (KL-shaped, returns at discount
         1: the undiscounted reward-to-go that 1.4.3 logs as ``expected_return``; the TD
-        targets discount): rollout log-probs for a ratio loss, the critics' estimates, then
-        the TD targets and advantages (:func:`comlrl.ac.targets.fill_critic_targets`).
-        Returns, per node, the joint samples of a centralized critic."""
-        attach_old_logps(self, per_agent)
-        with self.timing.phase("values"):
-            values, aux = self._estimate_values(nodes)
+        targets discount; rollout log-probs where the loss forms a ratio): the critics'
+        estimates, then the TD targets and advantages
+        (:func:`comlrl.ac.targets.fill_critic_targets`). Returns, per node, the joint samples
+        of a centralized critic."""
+        values, aux = self._estimate_values(nodes)
         index = {id(n): j for j, n in enumerate(nodes)}
         children = self.tree_children(nodes, index)
         a = self.args

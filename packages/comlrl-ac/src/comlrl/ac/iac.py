@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-import random
+from functools import partial
 from typing import Any
 
 import torch
@@ -20,24 +20,24 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
-from comlrl.ac.ppo import Row, actor_loss, advantage_divisors
-from comlrl.ac.steps import StepLog, critic_step, policy_step, update_batches
-from comlrl.ac.targets import spread_values, value_error
+from comlrl.ac.ppo import Row, actor_loss, actor_rows, advantage_divisors
+from comlrl.ac.reporting import actor_critic_stats
+from comlrl.ac.targets import critic_rows, spread_values, value_error
 from comlrl.ac.values import (
     build_value_head,
-    last_token_values,
     load_value_head_state,
     load_value_models,
-    logprobs_and_values,
     save_value_head,
     save_value_model,
 )
 from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches_for
+from comlrl.core.logprobs.values import estimate_values, logprobs_and_values, per_agent_values
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.policy_update import update_policies
 from comlrl.core.training.precision import master_weights
 from comlrl.core.training.train_step import Target, train_step
 
@@ -157,87 +157,69 @@ class IACTrainer(ActorCriticTrainerBase):
         """Agent ``agent``'s critic estimates at the last token of each row (no gradients)."""
         backbone, head = self._value_modules(agent)
         pad = self.tokenizers[agent].pad_token_id
-        modes = [(m, m.training) for m in (backbone, head)]
-        for m, _ in modes:
-            m.eval()
-        out: list[float] = []
-        try:
-            with torch.no_grad():
-                lengths = [len(r) for r in rows]
-                for idx in micro_batches_for(backbone, lengths, self.args.logprob_max_tokens):
-                    vals = last_token_values(backbone, head, [rows[j] for j in idx], pad)
-                    out.extend(float(v) for v in vals.tolist())
-        finally:
-            for m, was in modes:
-                m.train(was)
-        return out
+        return estimate_values(backbone, head, rows, pad, self.args.logprob_max_tokens)
 
     def _estimate_values(self, nodes: list[TreeNode]):
-        q = self.args.uses_q_critic
-
-        def run(i: int, _arg) -> list[list[float]]:
-            rows = []
-            for node in nodes:
-                ps = node.samples[i]
-                if q:
-                    rows.extend(
-                        list(ps.prompt_ids) + list(ps.completion_ids[action[i]])
+        q = bool(self.args.uses_q_critic)
+        rows: list[list[list[int]]] = []
+        for i in range(self.num_agents):
+            if q:
+                rows.append(
+                    [
+                        list(node.samples[i].prompt_ids)
+                        + list(node.samples[i].completion_ids[action[i]])
+                        for node in nodes
                         for action in node.joint_actions
-                    )
-                else:
-                    # V(h) does not depend on the action: one row per prompt, not per sample.
-                    rows.append(list(ps.prompt_ids))
-            flat = self.values_of(i, rows)
-            return spread_values(flat, [len(node.joint_actions) for node in nodes], bool(q))
-
-        return self.workers.map(run), None
+                    ]
+                )
+            else:
+                # V(h) does not depend on the action: one row per prompt, not per sample.
+                rows.append([list(node.samples[i].prompt_ids) for node in nodes])
+        counts = [len(node.joint_actions) for node in nodes]
+        flat = per_agent_values(self, rows, self.values_of)
+        return [spread_values(values, counts, q) for values in flat], None
 
     # ------------------------------------------------------------------ updates
     def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
-        # Seeds are drawn here, in agent order, so shuffling is reproducible in mp mode too.
-        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents)]
-        stats = self.workers.map(
-            lambda i, arg: self._update_agent(i, *arg), list(zip(buffers, seeds))
+        """Core's update driver on every agent's groups: row mini-batches (advantages z-scored
+        per turn), the actor's step on :func:`comlrl.ac.ppo.actor_rows`, then its critic's
+        regression on the same rows; with value heads one step on both losses."""
+        for agent in range(self.num_agents):
+            for module in self._value_modules(agent):
+                module.train()
+        stats = update_policies(
+            self,
+            buffers,
+            partial(actor_rows, self),
+            unit="row",
+            step=None if self.separate_critics else self._shared_step,
+            critic=self._critic_rows if self.separate_critics else None,
+            label="actor (agent {agent}) loss",
         )
         metrics: dict[str, float] = {}
         for i, st in enumerate(stats):
-            metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
+            metrics.update({f"agent_{i}/{k}": v for k, v in actor_critic_stats(st).items()})
         return metrics
 
-    def _update_agent(self, agent: int, groups: list[ValueGroup], seed: int) -> dict:
-        rng = random.Random(seed)
-        log = StepLog("actor_loss", "critic_loss", "grad_norm")
-        backbone, head = self._value_modules(agent)
-        for module in (self.agents[agent], backbone, head):
-            module.train()
-        pad = self.tokenizers[agent].pad_token_id
-        for batch, advs in update_batches(self, groups, rng):
-            if self.separate_critics:
-                result = policy_step(self, agent, batch, advs)
-                if result is not None:
-                    log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
-                err = critic_step(
-                    self,
-                    self.critics[agent],
-                    self.critic_optimizers[agent],
-                    [self._value_row(row) for row in batch],
-                    [g.targets[k] for g, k in batch],
-                    [g.values[k] for g, k in batch],
-                    pad,
-                    f"agent {agent}",
-                )
-                if err is not None:
-                    log.add({"critic_loss": err})
-            else:
-                result = self._shared_step(agent, batch, advs)
-                if result is not None:
-                    actor, err, norm, ratio = result
-                    log.add({"actor_loss": actor, "critic_loss": err, "grad_norm": norm, **ratio})
-        return log.means()
+    def _critic_rows(self, agent: int, batch: tuple[list[Row], list[float]]):
+        """Agent ``agent``'s critic regression on the rows of the actor's mini-batch."""
+        rows, _ = batch
+        return critic_rows(
+            self.args,
+            self.critics[agent],
+            self.critic_optimizers[agent],
+            [self._value_row(row) for row in rows],
+            [g.targets[k] for g, k in rows],
+            [g.values[k] for g, k in rows],
+            self.tokenizers[agent].pad_token_id,
+            f"agent {agent}",
+        )
 
-    def _shared_step(self, agent: int, batch: list[Row], advs: list[float]):
+    def _shared_step(self, agent: int, minibatch: tuple[list[Row], list[float]]):
         """One step on ``L_π + value_loss_coef · L_V`` where log-probs and values come from the
-        same forward of the actor."""
+        same forward of the actor; returns the actor's loss, the gradient norm and the
+        critic's loss with the ratio's metrics (core's step result)."""
+        batch, advs = minibatch
         a = self.args
         model, head = self.agents[agent], self.value_heads[agent]
         opt = self.agent_optimizers[agent]
@@ -286,7 +268,8 @@ class IACTrainer(ActorCriticTrainerBase):
         if step is None:
             return None
         ratio = {k: v for k, v in step.means().items() if k not in ("actor_sum", "error_sum")}
-        return step.total("actor_sum"), step.total("error_sum") / size, step.grad_norm, ratio
+        critic_loss = step.total("error_sum") / size
+        return step.total("actor_sum"), step.grad_norm, {"critic_loss": critic_loss, **ratio}
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:

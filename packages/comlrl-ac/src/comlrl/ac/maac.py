@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import random
+from functools import partial
 from typing import Any
 
 import numpy as np
-import torch
 
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import MAACConfig
@@ -30,26 +30,26 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
+from comlrl.ac.ppo import actor_rows
+from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.samples import JointSample
-from comlrl.ac.steps import StepLog, critic_step, mean_or_nan, policy_step, update_batches
 from comlrl.ac.targets import (
     bootstrap_value,
+    critic_rows,
     explained_variance,
     gae_tails,
     spread_values,
     td_target,
 )
-from comlrl.ac.values import (
-    last_token_values,
-    load_value_models,
-    save_value_model,
-)
+from comlrl.ac.values import load_value_models, save_value_model
 from comlrl.core.backbone import backbone_of
-from comlrl.core.logprobs import micro_batches_for
+from comlrl.core.logprobs.values import estimate_values
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.policy_update import update_policies
 from comlrl.core.training.precision import master_weights
+from comlrl.core.training.value_step import value_step
 
 
 def joint_text(
@@ -136,20 +136,9 @@ class MAACTrainer(ActorCriticTrainerBase):
         """The critic's estimates at the last token of each joint row (no gradients)."""
         critic = self.critic
         pad = self.tokenizers[0].pad_token_id
-        was = critic.training
-        critic.eval()
-        out: list[float] = []
-        try:
-            with torch.no_grad():
-                lengths = [len(r) for r in rows]
-                for idx in micro_batches_for(critic, lengths, self.args.logprob_max_tokens):
-                    vals = last_token_values(
-                        critic.backbone, critic.value_head, [rows[j] for j in idx], pad
-                    )
-                    out.extend(float(v) for v in vals.tolist())
-        finally:
-            critic.train(was)
-        return out
+        return estimate_values(
+            critic.backbone, critic.value_head, rows, pad, self.args.logprob_max_tokens
+        )
 
     def _estimate_values(self, nodes: list[TreeNode]):
         """Joint values ``[agent][node][action]`` and the critic's ids ``[agent][node][action]``.
@@ -235,37 +224,30 @@ class MAACTrainer(ActorCriticTrainerBase):
 
     # ------------------------------------------------------------------ updates
     def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
-        seeds = [self.shuffle_rng.getrandbits(64) for _ in range(self.num_agents + 1)]
-        stats = self.workers.map(
-            lambda i, arg: self._update_actor(i, *arg), list(zip(buffers, seeds[:-1]))
+        """The actors on core's update driver (row mini-batches, the actor's rows of
+        :func:`comlrl.ac.ppo.actor_rows`), then the centralized critic's passes over the joint
+        samples."""
+        stats = update_policies(
+            self, buffers, partial(actor_rows, self), unit="row", label="actor (agent {agent}) loss"
         )
-        critic_rng = random.Random(seeds[-1])
+        # Drawn after the actors' seeds, from the same generator.
+        critic_rng = random.Random(self.shuffle_rng.getrandbits(64))
         # The critic makes as many passes as the actors, towards the targets of the rollout.
-        critic_loss = mean_or_nan(
-            [self._update_critic(joint, critic_rng) for _ in range(self.args.num_iterations)]
-        )
+        passes = [self._update_critic(joint, critic_rng) for _ in range(self.args.num_iterations)]
         metrics: dict[str, float] = {}
         for i, st in enumerate(stats):
-            metrics.update({f"agent_{i}/{k}": v for k, v in st.items()})
-        metrics["critic/critic_loss"] = critic_loss
+            named = actor_critic_stats(st, critic=False)
+            metrics.update({f"agent_{i}/{k}": v for k, v in named.items()})
+        metrics["critic/critic_loss"] = _mean(passes)
         metrics["critic/value_mean"] = float(np.mean([s.old_value for s in joint]))
         metrics["critic/explained_variance"] = explained_variance(
             [s.old_value for s in joint], [s.target for s in joint]
         )
         return metrics
 
-    def _update_actor(self, agent: int, groups: list[ValueGroup], seed: int) -> dict:
-        rng = random.Random(seed)
-        self.agents[agent].train()
-        log = StepLog("actor_loss", "grad_norm")
-        for batch, advs in update_batches(self, groups, rng):
-            result = policy_step(self, agent, batch, advs)
-            if result is not None:
-                log.add({"actor_loss": result[0], "grad_norm": result[1], **result[2]})
-        return log.means()
-
     def _update_critic(self, joint: list[JointSample], rng: random.Random) -> float:
-        """Once per joint sample: shuffled mini-batches of ``train_batch_size``."""
+        """One pass, once per joint sample: shuffled mini-batches of ``train_batch_size``, each
+        a step of core's :func:`~comlrl.core.training.value_step.value_step`."""
         critic = self.critic
         critic.train()
         order = list(joint)
@@ -275,19 +257,22 @@ class MAACTrainer(ActorCriticTrainerBase):
         errors = []
         for start in range(0, len(order), size):
             batch = order[start : start + size]
-            err = critic_step(
+            err = value_step(
                 self,
-                critic,
-                self.critic_optimizers[0],
-                [s.input_ids for s in batch],
-                [s.target for s in batch],
-                [s.old_value for s in batch],
-                pad,
-                "centralized critic",
+                critic_rows(
+                    self.args,
+                    critic,
+                    self.critic_optimizers[0],
+                    [s.input_ids for s in batch],
+                    [s.target for s in batch],
+                    [s.old_value for s in batch],
+                    pad,
+                    "centralized critic",
+                ),
             )
             if err is not None:
                 errors.append(err)
-        return mean_or_nan(errors)
+        return _mean(errors)
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:
@@ -315,3 +300,8 @@ class MAACTrainer(ActorCriticTrainerBase):
         models: dict[str, Any] = {f"agent_{i}": m for i, m in enumerate(self.agents)}
         models["critic"] = self.critic
         return models
+
+
+def _mean(values: list[float]) -> float:
+    """The mean, or NaN where every step was skipped."""
+    return float(np.mean(values)) if values else float("nan")

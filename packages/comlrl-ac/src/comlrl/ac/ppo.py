@@ -12,11 +12,10 @@ from typing import Any
 import torch
 
 from comlrl.core import algos
-from comlrl.core.logprobs import TokenLogprobs, token_logprobs
+from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.ratio import padded_rows
-from comlrl.core.rollout.collect import needs_old_logps
 from comlrl.core.rollout.record import ValueGroup
-from comlrl.core.training.policy_update import require_old_logps
+from comlrl.core.training.policy_update import PolicyRows, require_old_logps
 
 # One completion of the buffer in an update: its group and its index there.
 Row = tuple[ValueGroup, int]
@@ -25,52 +24,6 @@ Row = tuple[ValueGroup, int]
 def policy_loss_of(args: Any) -> Callable:
     """The registered policy loss that ``args.policy_loss`` names."""
     return algos.get("policy_loss", args.policy_loss, "policy_loss")
-
-
-def uses_ratio(args: Any) -> bool:
-    """Whether the actor's loss forms a ratio to the rollout policy (and so needs its
-    log-probs): core's rule for every policy family."""
-    return needs_old_logps(args)
-
-
-def attach_old_logps(trainer: Any, per_agent: Sequence[Sequence[ValueGroup]]) -> None:
-    """Fill every group's ``old_logps`` with its completions' per-token log-probs under the
-    agent's current (rollout) policy, without gradients, when the ratio loss is on.
-
-    ``per_agent`` is ``[agent][node]``. The actors are scored in eval mode (no dropout),
-    the mode their rollout sampled in, and left in the mode they were in."""
-    if not uses_ratio(trainer.args):
-        return
-
-    def run(i: int, _arg) -> list[list[float]]:
-        groups = per_agent[i]
-        comps = [c for g in groups for c in g.completion_ids]
-        model = trainer.agents[i]
-        was = model.training
-        model.eval()
-        try:
-            lp = token_logprobs(
-                model,
-                [g.prompt_ids for g in groups for _ in g.completion_ids],
-                comps,
-                pad_id=trainer.tokenizers[i].pad_token_id,
-                max_tokens=trainer.args.logprob_max_tokens,
-                # the update's kernel, so that at the rollout policy the ratios are 1 to the bit
-                # wherever the forwards' shapes agree
-                dedupe=False,
-                layout="padded",
-                temperature=trainer.args.temperature,
-            )
-        finally:
-            model.train(was)
-        return [row[: len(c)] for row, c in zip(lp.values.tolist(), comps)]
-
-    for groups, rows in zip(per_agent, trainer.workers.map(run)):
-        pos = 0
-        for g in groups:
-            size = len(g.completion_ids)
-            g.old_logps = rows[pos : pos + size]
-            pos += size
 
 
 def advantage_divisors(trainer: Any, batch: Sequence[Row]) -> list[float]:
@@ -89,6 +42,29 @@ def advantage_divisors(trainer: Any, batch: Sequence[Row]) -> list[float]:
     if trainer.dist.is_distributed:
         tokens = round(trainer.sync.pooled_total(tokens)) / trainer.dist.world_size
     return [tokens] * size
+
+
+def actor_rows(trainer: Any, agent: int, batch: tuple[list[Row], list[float]]) -> PolicyRows:
+    """One mini-batch of the actor's step as core's policy step takes it
+    (:func:`comlrl.core.training.policy_update.policy_step`): ``L = -mean_b[log π(y_b | h_b) ·
+    Â_b]`` (summed token log-probs; ``loss_aggregation`` may average them per completion or
+    per token instead, :func:`advantage_divisors`), or the registered ratio loss
+    (``policy_loss="ppo"``: IPPO / MAPPO). ``batch`` is core's row mini-batch (rows, their
+    advantages). Every row weighs 1: its advantage is already divided by its divisor; the
+    forwards are padded, rows grouped by length (the loss is a sum over rows, so the grouping
+    does not change it)."""
+    rows, advs = batch
+    divisors = advantage_divisors(trainer, rows)
+    return PolicyRows(
+        [g.prompt_ids for g, _ in rows],
+        [g.completion_ids[k] for g, k in rows],
+        [adv / div for adv, div in zip(advs, divisors)],
+        [1.0] * len(rows),
+        # core's row mini-batches stay within one turn (the monitors' per-turn view)
+        turn=rows[0][0].turn,
+        old=[g.old_logps[k] if g.old_logps else None for g, k in rows],
+        layout="padded",  # the layout the rollout log-probs were taken in (ratio 1 to the bit)
+    )
 
 
 def actor_loss(

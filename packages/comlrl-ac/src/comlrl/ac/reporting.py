@@ -55,6 +55,18 @@ def callback_metrics(metrics_callback, samples: list[RolloutSample]) -> dict[str
     return metrics
 
 
+def actor_critic_stats(stats: dict[str, float], critic: bool = True) -> dict[str, float]:
+    """One agent's means from core's update driver under this family's names: ``actor_loss``
+    (the driver's ``loss``), ``critic_loss`` (NaN when every critic step was skipped; left out
+    for actors whose critic updates apart, MAAC's), ``grad_norm``, then the rest."""
+    named = {"actor_loss": stats["loss"]}
+    if critic:
+        named["critic_loss"] = stats.get("critic_loss", float("nan"))
+    named["grad_norm"] = stats["grad_norm"]
+    rest = {k: v for k, v in stats.items() if k not in ("loss", "critic_loss", "grad_norm")}
+    return {**named, **rest}
+
+
 def drain_metrics(
     args, buffers: list[list[ValueGroup]], stats: dict[str, float]
 ) -> dict[str, float]:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from comlrl.core.stats import zscore
+from comlrl.core.training.value_step import ValueRows
 
 
 def td_target(reward: float, next_value: float | None, discount: float) -> float:
@@ -202,6 +203,36 @@ def value_error(
         return err
     clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)
     return torch.maximum(err, (targets - clipped) ** 2)
+
+
+def critic_rows(
+    args: Any,
+    critic: Any,
+    optimizer: Any,
+    inputs: list[list[int]],
+    targets: list[float],
+    old_values: list[float],
+    pad_id: int,
+    label: str,
+) -> ValueRows:
+    """One mini-batch of a critic's regression (core's
+    :func:`~comlrl.core.training.value_step.value_step`): ``critic`` (a body with its
+    ``value_head``) towards the TD ``targets`` on :func:`value_error` (clipped by
+    ``value_clip_range``), weighted by ``value_loss_coef``."""
+    clip = args.value_clip_range
+    return ValueRows(
+        body=critic.backbone,
+        head=critic.value_head,
+        params=critic.parameters(),
+        optimizer=optimizer,
+        inputs=inputs,
+        targets=targets,
+        old_values=old_values,
+        error=lambda values, t, old: value_error(values, t, old, clip),
+        coef=args.value_loss_coef,
+        pad_id=pad_id,
+        label=label,
+    )
 
 
 def explained_variance(values: Sequence[float], targets: Sequence[float]) -> float:

@@ -2,11 +2,9 @@
 
 A critic here is a transformer *body* (the backbone a causal LM wraps, loaded with ``AutoModel``)
 plus a small :class:`ValueHead`; it never has an LM head, so estimating a value never computes
-vocabulary logits. A value head can also sit on an actor: then :func:`logprobs_and_values` reads
-the completion log-probs and the value from one forward pass.
-
-Rows are left-padded, so the last real token of every row sits in the last column; a value "at
-the last token" is therefore read from one column for the whole batch.
+vocabulary logits. The forwards that read values (a critic's, or a head's on its actor) are
+core's (:mod:`comlrl.core.logprobs.values`), shared with every family; this module builds,
+loads and saves the critics and heads.
 """
 
 from __future__ import annotations
@@ -20,12 +18,15 @@ import torch
 from torch import nn
 
 from comlrl.core.backbone import backbone_of, hidden_size_of
-from comlrl.core.logprobs import TokenLogprobs, padded_forward
+from comlrl.core.logprobs.values import (  # noqa: F401  (the forwards' former home)
+    VALUE_AT,
+    body_hidden,
+    last_token_values,
+    logprobs_and_values,
+)
 from comlrl.core.quiet import quiet_hub_progress
-from comlrl.core.rollout.generation import left_pad
 
 VALUE_HEAD_FILE = "value_head.pt"
-VALUE_AT = ("prompt_end", "sequence_end")
 
 
 class ValueHead(nn.Module):
@@ -126,7 +127,7 @@ class ValueModel(nn.Module):
 
     def hidden_states(self, input_ids, attention_mask, position_ids=None) -> torch.Tensor:
         """Last-layer hidden states ``[B, L, d]``."""
-        return _body_hidden(self.backbone, input_ids, attention_mask, position_ids)
+        return body_hidden(self.backbone, input_ids, attention_mask, position_ids)
 
     def last_token_values(self, rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
         """The value at the last token of each row (gradients flow unless under no_grad)."""
@@ -144,64 +145,6 @@ def save_value_model(model: ValueModel, directory: str | os.PathLike) -> None:
     with quiet_hub_progress():
         model.backbone.save_pretrained(directory)
     save_value_head(model.value_head, directory)
-
-
-def _body_hidden(backbone, input_ids, attention_mask, position_ids=None) -> torch.Tensor:
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-    if position_ids is not None:
-        kwargs["position_ids"] = position_ids
-    out = backbone(**kwargs)
-    hidden = getattr(out, "last_hidden_state", None)
-    if hidden is None:
-        hidden = out[0]
-    return hidden
-
-
-def last_token_values(
-    backbone: nn.Module, head: ValueHead, rows: Sequence[Sequence[int]], pad_id: int
-) -> torch.Tensor:
-    """Values at the last token of each row in one left-padded forward of ``backbone`` (a body,
-    see :func:`backbone_of`). Gradients flow unless called under ``no_grad``."""
-    if not rows:
-        return torch.zeros(0)
-    device = next(backbone.parameters()).device
-    ids, mask = left_pad(rows, pad_id)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    hidden = _body_hidden(backbone, ids.to(device), mask.to(device), positions.to(device))
-    head_device = next(head.parameters()).device
-    return head(hidden[:, -1].to(head_device))
-
-
-def logprobs_and_values(
-    model: nn.Module,
-    head: ValueHead,
-    prompt_ids: Sequence[Sequence[int]],
-    completion_ids: Sequence[Sequence[int]],
-    pad_id: int,
-    value_at: str = "prompt_end",
-    temperature: float = 1.0,
-) -> tuple[TokenLogprobs, torch.Tensor]:
-    """Completion log-probs and a value per row from ONE forward of a causal LM with a head.
-
-    ``value_at="prompt_end"`` reads V(h) at the last prompt token (by causality it equals a
-    prompt-only forward); ``"sequence_end"`` reads Q(h, a) at the last completion token. Logits
-    are produced only for the completion columns and scored at ``temperature`` (the sampler's).
-    """
-    if value_at not in VALUE_AT:
-        raise ValueError(f"value_at must be one of {list(VALUE_AT)}, got {value_at!r}.")
-    lp, out, p_width = padded_forward(
-        model, prompt_ids, completion_ids, pad_id, temperature, output_hidden_states=True
-    )
-    device = next(model.parameters()).device
-    hidden = out.hidden_states[-1]
-    if value_at == "prompt_end":
-        picked = hidden[:, p_width - 1]
-    else:
-        lengths = torch.tensor([len(c) for c in completion_ids], device=device)
-        rows = torch.arange(hidden.shape[0], device=device)
-        picked = hidden[rows, p_width - 1 + lengths]
-    head_device = next(head.parameters()).device
-    return lp, head(picked.to(head_device))
 
 
 def load_value_model(

@@ -55,6 +55,8 @@ def collect_groups(
     group_cls: type[RolloutGroup] = RolloutGroup,
     inspect: Callable[[list[TreeNode]], Any] | None = None,
     logprobs: bool = True,
+    logprob_layout: str = "auto",
+    fill_phase: str | None = None,
 ) -> Collected:
     """Roll out ``unit`` and build its record (see the module docstring).
 
@@ -62,7 +64,10 @@ def collect_groups(
     ``group_cls`` builds the groups; ``inspect(nodes)`` sees the trees before shaping and its
     result reaches ``fill``. With ``logprobs`` the groups get the rollout policy's log-probs
     when the policy loss forms a ratio and the reference's when ``args.beta > 0`` (a family
-    that scores them its own way passes False)."""
+    that scores them its own way passes False), the rollout policy's in the forwards of
+    ``logprob_layout`` (the layout the family's update scores in). ``fill_phase`` times the
+    family's ``fill`` as that phase of the trainer's timing (the actor-critic family's
+    ``values``: its critics' estimates)."""
     roots, nodes = trainer.rollouts.unit_trees(unit, joint_mode)
     seen = inspect(nodes) if inspect is not None else None
     kls = apply_kl_shaping(trainer, roots, nodes, discount=discount)
@@ -73,9 +78,17 @@ def collect_groups(
     if logprobs:
         args = trainer.args
         attach_logprobs(
-            trainer, per_agent, old=needs_old_logps(args), reference=getattr(args, "beta", 0) > 0
+            trainer,
+            per_agent,
+            old=needs_old_logps(args),
+            reference=getattr(args, "beta", 0) > 0,
+            layout=logprob_layout,
         )
-    filled = fill(per_agent, nodes, seen)
+    if fill_phase is None:
+        filled = fill(per_agent, nodes, seen)
+    else:
+        with trainer.timing.phase(fill_phase):
+            filled = fill(per_agent, nodes, seen)
     trainer.reporting.offer_completions(
         lambda: tree_rows(nodes, [[g.advantages for g in groups] for groups in per_agent])
     )

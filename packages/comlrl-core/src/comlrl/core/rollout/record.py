@@ -171,15 +171,24 @@ def _completion_rewards(node: TreeNode, agent: int) -> list[float]:
 
 
 def attach_logprobs(
-    trainer: Any, per_agent: Sequence[Sequence[RolloutGroup]], *, old: bool, reference: bool
+    trainer: Any,
+    per_agent: Sequence[Sequence[RolloutGroup]],
+    *,
+    old: bool,
+    reference: bool,
+    layout: str = "auto",
 ) -> None:
     """Fill the groups' ``old_logps`` (the rollout policy, without dropout) and ``ref_logps``
     (the agent's reference), each agent's completions scored together at the sampler's
-    temperature, within the token budget."""
+    temperature, within the token budget. ``layout`` plans the rollout policy's forwards
+    (see :func:`~comlrl.core.logprobs.planning.plan`): a family whose update scores in one
+    layout takes the rollout's in the same one, so a first pass's ratios are 1 to the bit
+    (``"auto"`` keeps the engine's choice and its dedupe of repeated rows)."""
     a = trainer.args
     pads = [tok.pad_token_id for tok in trainer.tokenizers]
     if reference:
         _per_completion(
+            trainer.workers,
             per_agent,
             "ref_logps",
             lambda i, p, c: reference_token_logps(
@@ -197,23 +206,29 @@ def attach_logprobs(
                     pad_id=pads[i],
                     max_tokens=a.logprob_max_tokens,
                     temperature=a.temperature,
+                    dedupe=layout == "auto",
+                    layout=layout,
                 )
             return [v[: len(x)] for v, x in zip(lp.values.tolist(), c)]
 
-        _per_completion(per_agent, "old_logps", rollout_policy)
+        _per_completion(trainer.workers, per_agent, "old_logps", rollout_policy)
 
 
 def _per_completion(
+    workers: Any,
     per_agent: Sequence[Sequence[RolloutGroup]],
     attr: str,
     compute: Callable[[int, list, list], list],
 ) -> None:
     """``compute(agent, prompts, completions)`` over all of an agent's completions at once,
-    split back into each group's ``attr`` (one entry per completion)."""
-    for i, groups in enumerate(per_agent):
+    on the agent's worker (agents on different devices at once), split back into each
+    group's ``attr`` (one entry per completion)."""
+
+    def run(i: int, groups) -> list:
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
-        comps = [c for g in groups for c in g.completion_ids]
-        values = compute(i, prompts, comps)
+        return compute(i, prompts, [c for g in groups for c in g.completion_ids])
+
+    for groups, values in zip(per_agent, workers.map(run, per_agent)):
         pos = 0
         for g in groups:
             setattr(g, attr, values[pos : pos + g.size])

@@ -25,6 +25,7 @@ from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.stats import zscore
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.train_step import Target, train_step
+from comlrl.core.training.value_step import ValueRows, value_step
 
 # ``extra(logps, ref_logps, row_weights) -> (term, metrics)``: a term added to a part's loss;
 # ``ref_logps`` is the rows' reference log-probs padded to the part (None without them).
@@ -204,54 +205,108 @@ def policy_step(
     return step.loss, step.grad_norm, {key: float(np.mean(v)) for key, v in found.items()}
 
 
-# ``rows_of(agent, batch)``: the family's PolicyRows of one mini-batch of groups.
-RowsOf = Callable[[int, list[RolloutGroup]], PolicyRows]
+# ``rows_of(agent, batch)``: the family's PolicyRows of one mini-batch (see ``unit``).
+RowsOf = Callable[[int, Any], PolicyRows]
+# ``step(agent, batch) -> (loss, grad_norm, metrics) | None``: a family's own step in place of
+# the policy step (the actor-critic family's value head on the actor: one forward, two losses).
+StepOf = Callable[[int, Any], "tuple | None"]
+# ``critic(agent, batch) -> ValueRows | None``: a critic step after each policy step, on the
+# same mini-batch (None: no critic step for this one).
+CriticOf = Callable[[int, Any], "ValueRows | None"]
+UNITS = ("group", "row")
+
+
+def agent_minibatches(
+    trainer: Any, groups: list[RolloutGroup], unit: str, rng: random.Random
+) -> list:
+    """Every mini-batch of ``num_iterations`` passes over one agent's groups, by turn, in a
+    seeded shuffle: of ``train_batch_size`` groups (``unit="group"``, :func:`turn_minibatches`)
+    or of ``train_batch_size`` completions with their advantages, z-scored per turn when
+    ``advantage_normalization`` (``unit="row"``, :func:`turn_row_minibatches`)."""
+    a = trainer.args
+    if unit == "group":
+        return list(turn_minibatches(groups, a.train_batch_size, a.num_iterations, rng))
+    if unit != "row":
+        raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}.")
+    return [
+        batch
+        for _ in range(a.num_iterations)
+        for batch in turn_row_minibatches(
+            trainer,
+            groups,
+            a.train_batch_size,
+            rng,
+            normalize=a.advantage_normalization,
+            num_turns=a.num_turns,
+        )
+    ]
 
 
 def update_policies(
     trainer: Any,
     per_agent: Sequence[list[RolloutGroup]],
-    rows_of: RowsOf,
+    rows_of: RowsOf | None = None,
     *,
     reported: Sequence[dict[str, list[float]]] | None = None,
+    unit: str = "group",
+    step: StepOf | None = None,
+    critic: CriticOf | None = None,
+    label: str = "loss of agent {agent}",
 ) -> list[dict[str, float]]:
-    """Update every agent from its groups (concurrently across devices in ``mp`` mode):
-    ``num_iterations`` passes of :func:`turn_minibatches` of ``train_batch_size`` groups, one
-    :func:`policy_step` each, without dropout (the gradient is of the policy that sampled, and
-    its rollout log-probs were taken without dropout, so a first pass's ratio is exactly 1).
-    Returns each agent's mean ``loss``, ``grad_norm`` and reported values; ``reported[i]``
-    holds values the family measured before the update (they join agent ``i``'s means).
+    """The one update driver: every agent's update from its groups (concurrently across
+    devices in ``mp`` mode), ``num_iterations`` passes of mini-batches by turn in a seeded
+    shuffle (:func:`agent_minibatches`, ``unit`` says of what), one step per mini-batch: the
+    :func:`policy_step` of ``rows_of(agent, batch)`` (or the family's ``step``), then, with
+    ``critic``, the :func:`~comlrl.core.training.value_step.value_step` of ``critic(agent,
+    batch)``. The policy steps run without dropout (the gradient is of the policy that
+    sampled, and its rollout log-probs were taken without dropout, so a first pass's ratio is
+    exactly 1). ``label`` (with ``{agent}``) names the loss in the non-finite messages.
 
-    Reads the trainer's ``agents``, ``optimizers`` (one per agent), ``tokenizers``,
-    ``workers``, ``shuffle_rng`` and ``args`` (``policy_loss``, ``num_iterations``,
-    ``train_batch_size``, ``logprob_max_tokens``, ``temperature``)."""
+    Returns each agent's mean ``loss``, ``grad_norm``, ``critic_loss`` (with ``critic``) and
+    reported values; ``reported[i]`` holds values the family measured before the update (they
+    join agent ``i``'s means). Reads the trainer's ``agents``, ``optimizers`` (one per agent),
+    ``tokenizers``, ``workers``, ``shuffle_rng`` and ``args`` (``policy_loss``,
+    ``num_iterations``, ``train_batch_size``, ``logprob_max_tokens``, ``temperature``)."""
     # Drawn here, in agent order, so that the shuffles are reproducible in mp mode too.
     seeds = [trainer.shuffle_rng.getrandbits(64) for _ in range(trainer.num_agents)]
     reported = list(reported) if reported is not None else [{} for _ in per_agent]
+    what = trainer.algorithm_name + " " + label
+
+    def policy(agent: int, batch) -> tuple | None:
+        return policy_step(trainer, agent, rows_of(agent, batch), what=what.format(agent=agent))
+
+    take_step = step or policy
 
     def run(agent: int, arg) -> dict[str, float]:
         groups, seed, found = arg
-        a = trainer.args
         model = trainer.agents[agent]
         model.train()
         losses, norms = [], []
         extra = {key: list(values) for key, values in found.items()}
-        batches = turn_minibatches(
-            groups, a.train_batch_size, a.num_iterations, random.Random(seed)
-        )
+        batches = agent_minibatches(trainer, groups, unit, random.Random(seed))
         with dropout_off(model):
             for batch in batches:
-                done = policy_step(trainer, agent, rows_of(agent, batch))
-                if done is None:
-                    continue
-                losses.append(done[0])
-                norms.append(done[1])
-                for key, value in done[2].items():
-                    extra.setdefault(key, []).append(value)
+                done = take_step(agent, batch)
+                if done is not None:
+                    losses.append(done[0])
+                    norms.append(done[1])
+                    for key, value in done[2].items():
+                        extra.setdefault(key, []).append(value)
+                value_rows = critic(agent, batch) if critic is not None else None
+                if value_rows is not None:
+                    err = value_step(trainer, value_rows)
+                    errors = extra.setdefault("critic_loss", [])
+                    if err is not None:
+                        errors.append(err)
         return {
-            "loss": float(np.mean(losses)) if losses else float("nan"),
-            "grad_norm": float(np.mean(norms)) if norms else float("nan"),
-            **{key: float(np.mean(values)) for key, values in extra.items()},
+            "loss": _mean(losses),
+            "grad_norm": _mean(norms),
+            **{key: _mean(values) for key, values in extra.items()},
         }
 
     return trainer.workers.map(run, list(zip(per_agent, seeds, reported)))
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean, or NaN where every step was skipped."""
+    return float(np.mean(values)) if values else float("nan")
