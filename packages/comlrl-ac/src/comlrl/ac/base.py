@@ -42,6 +42,8 @@ class ActorCriticTrainerBase(TrainerBase):
     :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.reporting`."""
 
     run_config_keys = RUN_CONFIG_KEYS
+    # 1.4.3's actor-critic trainers log every agent's shaped returns and KL per turn.
+    turn_metrics_over = "all_agents"
 
     algorithm_name = "ActorCritic"
     default_config_cls: type[ActorCriticConfig] = ActorCriticConfig

@@ -70,24 +70,10 @@ def actor_critic_stats(stats: dict[str, float], critic: bool = True) -> dict[str
 def drain_metrics(
     args, buffers: list[list[ValueGroup]], stats: dict[str, float]
 ) -> dict[str, float]:
-    """The training record of one drained buffer: per-turn rewards, returns and KL, per-agent
-    values, advantages and explained variance, per-agent rewards, and the update's ``stats``."""
-    a = args
-    everything = [g for b in buffers for g in b]
+    """The training record of one drained buffer: per-agent values, advantages and explained
+    variance, and the update's ``stats`` (core's reporting adds the per-turn rewards, returns
+    and KL from the record)."""
     metrics: dict[str, float] = {}
-    for turn in sorted({g.turn for g in everything}):
-        group = [g for g in everything if g.turn == turn]
-        first = [g for g in buffers[0] if g.turn == turn]
-        t = turn + 1
-        metrics[f"turn_{t}/reward_mean"] = float(np.mean([g.node_reward for g in first]))
-        metrics[f"turn_{t}/expected_return"] = float(np.mean([r for g in group for r in g.returns]))
-        if a.reference_kl_enabled:
-            kls = [kl for g in group for kl in g.kls]
-            if kls:
-                metrics[f"turn_{t}/reference_kl_mean"] = float(np.mean(kls))
-                metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
-                    np.mean(kls)
-                )
     for i, groups in enumerate(buffers):
         values = [v for g in groups for v in g.values]
         adv_mean, adv_std = mean_std([x for g in groups for x in g.advantages])

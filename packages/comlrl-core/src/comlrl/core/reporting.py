@@ -20,7 +20,7 @@ from typing import Any
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
-from comlrl.core.rewards.report import record_reward_metrics
+from comlrl.core.rewards.report import record_reward_metrics, turn_metrics
 from comlrl.core.step_cadence import step_count
 
 
@@ -136,12 +136,16 @@ class Reporting:
         return drain() if drain is not None else {}
 
     def log_update(self, samples: Any, metrics: dict[str, float] | None, step: int) -> bool:
-        """Log an update's ``metrics`` (None: the update was skipped) together with each
-        agent's own reward per turn where the update's samples (its rollout record) hold them
-        (:func:`~comlrl.core.rewards.report.record_reward_metrics`) and the monitors' values
+        """Log an update's ``metrics`` (None: the update was skipped) together with, where the
+        update's samples are a rollout record, its rewards, returns and KL per turn (taken
+        over what the trainer's ``turn_metrics_over`` says,
+        :func:`~comlrl.core.rewards.report.turn_metrics`) and each agent's own reward per turn
+        (:func:`~comlrl.core.rewards.report.record_reward_metrics`), and the monitors' values
         of the update (:mod:`comlrl.core.monitors`, which also watch them)."""
         if metrics is not None:
-            metrics = {**metrics, **record_reward_metrics(samples)}
+            over = getattr(self.trainer, "turn_metrics_over", None)
+            per_turn = turn_metrics(samples, over, self.trainer.args)
+            metrics = {**per_turn, **metrics, **record_reward_metrics(samples)}
         monitors = getattr(self.trainer, "monitors", None)
         if monitors is not None:
             metrics = monitors.after_update(samples, metrics, step)

@@ -72,6 +72,9 @@ class TrainerBase:
     # config fields summarised in the W&B run config where the config has them.
     progress_metric = "reward"
     progress_unit = "item"
+    # Over what an update's per-turn return and KL are logged (one of
+    # comlrl.core.rewards.report.TURN_METRICS_OVER; None: the family logs no per-turn keys).
+    turn_metrics_over: str | None = None
     timing_idle_throughput = False
     run_config_keys: tuple[str, ...] = (
         "num_turns",

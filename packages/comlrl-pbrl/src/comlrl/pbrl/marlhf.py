@@ -71,6 +71,12 @@ class MARLHFTrainer(PreferenceTrainerBase):
     checkpoint_kind = "marlhf"
     rl_trainer: Any = None
     _env_step = 0
+
+    @property
+    def turn_metrics_over(self) -> str | None:
+        """As the RL algorithm logs its updates (the RL phase's records are its records)."""
+        return getattr(self.rl_trainer, "turn_metrics_over", None)
+
     _generation_kwargs: dict = {}
 
     inputs_cls = RLHFInputs

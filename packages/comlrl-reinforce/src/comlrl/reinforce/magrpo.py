@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from comlrl.core import algos
@@ -57,6 +56,8 @@ class MAGRPOTrainer(TrainerBase):
     """Multi-agent GRPO trainer (CoMLRL-compatible constructor and methods)."""
 
     algorithm_name = "MAGRPO"
+    # 1.4.3's MAGRPO logs the first agent's nodes' (unshaped) mean return and KL per turn.
+    turn_metrics_over = "first_agent"
     default_config_cls = MAGRPOConfig
     __init__ = compat_constructor(signature_of(MAGRPO_STYLE + ("model",)))
 
@@ -189,7 +190,7 @@ class MAGRPOTrainer(TrainerBase):
             per_agent.append(list(samples))
             reported.append(found)
         stats = update_policies(self, per_agent, self.policy_rows, reported=reported)
-        return self._metrics(experience.samples[0], stats)
+        return self._metrics(stats)
 
     def advantages_for(self, batch: Sequence[RolloutGroup]) -> list[torch.Tensor]:
         """Advantages of every completion in ``batch``, one tensor per group: the groups' own,
@@ -255,23 +256,10 @@ class MAGRPOTrainer(TrainerBase):
         return token_mean_total(pooled, self.dist.world_size)
 
     # ------------------------------------------------------------------ metrics
-    def _metrics(self, samples: list[RolloutGroup], stats: list[dict[str, float]]) -> dict:
-        a = self.args
+    def _metrics(self, stats: list[dict[str, float]]) -> dict:
+        """The update's own values: the weighted rewards' parts and each agent's means (core's
+        reporting adds the per-turn rewards, returns and KL from the record)."""
         metrics: dict[str, float] = {}
-        by_turn: dict[int, list[RolloutGroup]] = {}
-        for s in samples:
-            by_turn.setdefault(s.turn, []).append(s)
-        for turn, group in sorted(by_turn.items()):
-            t = turn + 1
-            metrics[f"turn_{t}/reward_mean"] = float(np.mean([s.node_reward for s in group]))
-            metrics[f"turn_{t}/expected_return"] = float(np.mean([s.node_return for s in group]))
-            if a.reference_kl_enabled:
-                kls = [k for s in group for k in s.kls]
-                if kls:
-                    metrics[f"turn_{t}/reference_kl_mean"] = float(np.mean(kls))
-                    metrics[f"turn_{t}/reference_kl_penalty_mean"] = a.reference_kl_coef * float(
-                        np.mean(kls)
-                    )
         if isinstance(self.reward_func, WeightedRewards):
             for name, value in self.reward_func.drain().items():
                 metrics[f"rewards/{name}_mean"] = value
