@@ -44,8 +44,8 @@ from comlrl.ac.values import (
     load_value_models,
     save_value_model,
 )
-from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches_for
+from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.optim import build_adamw

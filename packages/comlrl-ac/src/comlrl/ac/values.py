@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.logprobs import TokenLogprobs, padded_forward
+from comlrl.core.models.backbone import backbone_of, hidden_size_of
 from comlrl.core.quiet import quiet_hub_progress
 from comlrl.core.rollout.generation import left_pad
 

@@ -31,7 +31,7 @@ from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint
-from comlrl.core.step_cadence import due
+from comlrl.core.loop.step_cadence import due
 
 _log = logging.getLogger(__name__)
 _checks_passed_callbacks: list[Callable[[], None]] = []
@@ -323,7 +323,7 @@ class CheckpointSession:
         return path
 
     def after_batch(self) -> None:
-        """Save every ``save_steps`` steps (:mod:`comlrl.core.step_cadence`), and inside an
+        """Save every ``save_steps`` steps (:mod:`comlrl.core.loop.step_cadence`), and inside an
         epoch every ``checkpoint_every_batches`` batches."""
         if self.save_steps is not None and due(self.trainer, "save", self.save_steps):
             self.save("steps")
