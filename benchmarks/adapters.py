@@ -39,7 +39,7 @@ def _model_dir(root: str) -> str:
 def _child(model_dir: str, n: int) -> None:
     import resource
 
-    from comlrl.core.adapters import parameter_bytes
+    from comlrl.core.models.adapters import parameter_bytes
     from comlrl.reinforce.magrpo import MAGRPOConfig, MAGRPOTrainer
 
     trainer = MAGRPOTrainer(
@@ -54,7 +54,7 @@ def _child(model_dir: str, n: int) -> None:
             output_dir=tempfile.mkdtemp(),
         ),  # fmt: skip
     )
-    from comlrl.core.reference import reference_models_for
+    from comlrl.core.models.reference import reference_models_for
 
     refs = reference_models_for(trainer)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

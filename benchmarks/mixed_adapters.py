@@ -1,7 +1,7 @@
 """Mixed-adapter batches against one forward per agent, for N agents on one base.
 
 With ``peft_config`` and one base, every agent is an adapter of one shared model
-(:class:`comlrl.core.adapters.SharedBase`). Its inference-time work (sampling, and the no-grad
+(:class:`comlrl.core.models.adapters.SharedBase`). Its inference-time work (sampling, and the no-grad
 scoring of rollout and reference log-probs) can run either as one call per agent, each with its
 adapter active, or as one *mixed* call over every agent's rows, each row through its own
 adapter (peft's ``adapter_names``: the base layers run once over all rows, each adapter over
@@ -35,7 +35,7 @@ def _shared(model_dir: str, n: int):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from comlrl.core.adapters import SharedBase
+    from comlrl.core.models.adapters import SharedBase
 
     torch.manual_seed(0)
     shared = SharedBase(AutoModelForCausalLM.from_pretrained(model_dir), LORA,

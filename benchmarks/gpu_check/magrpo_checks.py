@@ -115,7 +115,7 @@ def check_mp_two_devices(spec: dict) -> None:
             f"{torch.cuda.device_count()} GPU visible: this check needs two",
         )
         return
-    from comlrl.core.devices import uses_parallel_workers
+    from comlrl.core.placement.devices import uses_parallel_workers
 
     def workers(trainer):
         on = uses_parallel_workers(trainer.args.parallel_training, trainer.agent_devices)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from comlrl.core.buffer import Batch, Record
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.trainer import TrainerBase
+from comlrl.core.loop.buffer import Batch, Record
+from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.training.optim import apply_step, build_adamw, loss_is_usable
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("peft")
 
 from comlrl.ac import IACConfig, IACTrainer  # noqa: E402
-from comlrl.core.backbone import backbone_of, hidden_size_of  # noqa: E402
+from comlrl.core.models.backbone import backbone_of, hidden_size_of  # noqa: E402
 from comlrl.core.testing import tiny_model_dir  # noqa: E402
 
 from .helpers import config, length_reward  # noqa: E402

@@ -1,4 +1,4 @@
-"""N agents on one base (comlrl.core.adapters): gradients equal separate per-agent runs, and the
+"""N agents on one base (comlrl.core.models.adapters): gradients equal separate per-agent runs, and the
 parameters of 4 agents take at most 1.3x those of one."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ pytest.importorskip("peft")
 from peft import get_peft_model, set_peft_model_state_dict  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from comlrl.core.adapters import SharedBase, parameter_bytes  # noqa: E402
 from comlrl.core.logprobs import token_logprobs  # noqa: E402
-from comlrl.core.model_setup import build_peft_config  # noqa: E402
+from comlrl.core.models.adapters import SharedBase, parameter_bytes  # noqa: E402
+from comlrl.core.models.setup import build_peft_config  # noqa: E402
 from comlrl.core.testing import build_config  # noqa: E402
 
 LORA = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8,

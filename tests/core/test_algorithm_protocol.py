@@ -1,10 +1,10 @@
 """Every exported trainer of core, comlrl-reinforce and comlrl-ac offers the
-hooks of ``comlrl.core.algorithm.Algorithm``. comlrl-pbrl is covered too (its
+hooks of ``comlrl.core.loop.algorithm.Algorithm``. comlrl-pbrl is covered too (its
 trainers subclass TrainerBase); its base counts are reported, not limited, here."""
 
 import inspect
 
-from comlrl.core.algorithm import Algorithm
+from comlrl.core.loop.algorithm import Algorithm
 
 HOOKS = [
     name
@@ -15,7 +15,7 @@ HOOKS = [
 
 def _trainers():
     from comlrl.ac import IACTrainer, MAACTrainer
-    from comlrl.core.trainer import TrainerBase
+    from comlrl.core.loop.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
     return [TrainerBase, MAGRPOTrainer, IACTrainer, MAACTrainer]

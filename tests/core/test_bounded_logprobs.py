@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
 from comlrl.core.logprobs import kernels, token_logprobs
-from comlrl.core.model_setup import enable_gradient_checkpointing
+from comlrl.core.models.setup import enable_gradient_checkpointing
 from comlrl.core.testing import build_config
 
 

@@ -5,7 +5,7 @@ import threading
 import pytest
 import torch
 
-from comlrl.core.devices import (
+from comlrl.core.placement.devices import (
     AgentWorkers,
     normalize_parallel_training,
     plan_devices,

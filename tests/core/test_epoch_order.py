@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.core.epoch_order import epoch_items, epoch_permutation
+from comlrl.core.loop.epoch_order import epoch_items, epoch_permutation
 from comlrl.reinforce import MAGRPOConfig
 from tests.reinforce.helpers import PROMPTS, make_trainer
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.reference import check_estimator, estimator_for, sequence_kl, token_kl
+from comlrl.core.models.reference import check_estimator, estimator_for, sequence_kl, token_kl
 from comlrl.core.testing import tiny_pair
 
 LOGP = torch.tensor([-1.0, -2.0])

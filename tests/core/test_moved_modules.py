@@ -1,4 +1,5 @@
-"""Modules that moved into a subpackage (``comlrl.core.training``, ``comlrl.core.distributed``)
+"""Modules that moved into a subpackage (``comlrl.core.training``, ``comlrl.core.distributed``,
+``comlrl.core.models``, ``comlrl.core.placement``, ``comlrl.core.loop``, ``comlrl.core.compat``)
 still import under their former paths."""
 
 from __future__ import annotations
@@ -27,6 +28,63 @@ def test_the_old_step_import_of_a_family_written_for_an_earlier_release(monkeypa
     from comlrl.core.training.train_step import train_step as moved
 
     assert train_step is moved
+
+
+def test_every_former_top_level_module_of_the_regrouping_is_listed():
+    regrouped = {
+        "adapters": "models.adapters",
+        "backbone": "models.backbone",
+        "model_setup": "models.setup",
+        "reference": "models.reference",
+        "forward_api": "models.forward_api",
+        "devices": "placement.devices",
+        "trainer": "loop.trainer",
+        "buffer": "loop.buffer",
+        "algorithm": "loop.algorithm",
+        "step_cadence": "loop.step_cadence",
+        "epoch_order": "loop.epoch_order",
+        "timing": "loop.timing",
+        "compat_devices": "compat.devices",
+        "compat_helpers": "compat.helpers",
+        "compat_notices": "compat.notices",
+        "compat_reference": "compat.reference",
+    }
+    for old, new in regrouped.items():
+        assert MOVED_MODULES[f"comlrl.core.{old}"] == f"comlrl.core.{new}"
+
+
+def test_a_new_home_is_not_itself_a_former_path():
+    # a chain (a former path whose target is another former path) would warn twice
+    assert not set(MOVED_MODULES.values()) & set(MOVED_MODULES)
+
+
+def test_the_old_trainer_import_of_a_family_written_for_an_earlier_release(monkeypatch):
+    for old in ("comlrl.core.trainer", "comlrl.core.buffer"):
+        monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=r"comlrl\.core\.loop\.trainer"):
+        from comlrl.core.trainer import TrainerBase
+    with pytest.warns(DeprecationWarning, match=r"comlrl\.core\.loop\.buffer"):
+        from comlrl.core.buffer import Batch
+    from comlrl.core.loop.buffer import Batch as moved_batch
+    from comlrl.core.loop.trainer import TrainerBase as moved
+
+    assert TrainerBase is moved and Batch is moved_batch
+
+
+def test_a_monkeypatch_through_a_former_path_reaches_the_moved_module(monkeypatch):
+    import comlrl.core.compat.notices as notices
+
+    # (it warns when the former path is imported first; an earlier import left it bound)
+    monkeypatch.setattr("comlrl.core.compat_notices._issued", {"probe"})
+    assert notices._issued == {"probe"}
+
+
+def test_the_agent_workers_keep_their_former_names_in_distributed_ranks():
+    from comlrl.core.distributed import ranks
+    from comlrl.core.placement import devices
+
+    assert ranks.IndexedWorkers is devices.IndexedWorkers
+    assert ranks.current_worker is devices.current_worker
 
 
 def test_an_unknown_core_module_still_fails_to_import():

@@ -51,3 +51,26 @@ def test_only_missing_fields_the_config_has_are_filled():
     assert "policy_loss" not in filled  # MADPO has no such field
     assert set(PREDATING_VALUES) - {"policy_loss"} <= set(filled)
     assert with_predating_fields({"models": {}}, now) == {"models": {}}
+
+
+def test_class_paths_of_moved_modules_match_their_new_homes():
+    from comlrl.core.checkpoint.fingerprint import differences, with_moved_classes
+
+    now = {
+        "models": {"agent_0": {"class": "comlrl.core.models.adapters.AdapterAgent"}},
+        "schedulers": ["torch.optim.lr_scheduler.LambdaLR"],
+        "trainer": "comlrl.reinforce.magrpo.MAGRPOTrainer",
+    }
+    before_the_move = {
+        "models": {"agent_0": {"class": "comlrl.core.adapters.AdapterAgent"}},
+        "schedulers": ["torch.optim.lr_scheduler.LambdaLR"],
+        "trainer": "comlrl.reinforce.magrpo.MAGRPOTrainer",
+    }
+    assert differences(before_the_move, now)  # as written, the class path differs
+    assert differences(with_moved_classes(before_the_move), now) == []
+    # a class that really changed is still named
+    other = {**before_the_move, "models": {"agent_0": {"class": "comlrl.core.adapters.Other"}}}
+    assert differences(with_moved_classes(other), now) == [
+        'models.agent_0.class: "comlrl.core.models.adapters.Other" vs '
+        '"comlrl.core.models.adapters.AdapterAgent"'
+    ]

@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("peft")
 
-from comlrl.core.adapters import AdapterAgent, parameter_bytes  # noqa: E402
 from comlrl.core.logprobs import token_logprobs  # noqa: E402
-from comlrl.core.reference import reference_models_for  # noqa: E402
+from comlrl.core.models.adapters import AdapterAgent, parameter_bytes  # noqa: E402
+from comlrl.core.models.reference import reference_models_for  # noqa: E402
 from comlrl.core.testing import tiny_model_dir  # noqa: E402
 from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer  # noqa: E402
 

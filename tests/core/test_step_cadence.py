@@ -8,7 +8,7 @@ import os
 from types import SimpleNamespace
 
 from comlrl.core.checkpoint.layout import list_checkpoints
-from comlrl.core.step_cadence import cadence_state, due, load_cadence_state
+from comlrl.core.loop.step_cadence import cadence_state, due, load_cadence_state
 from comlrl.core.training.schedule import optimizer_steps
 from tests.reinforce.helpers import PROMPTS, make_trainer
 

@@ -1,4 +1,4 @@
-"""The core's training-time accounting (:mod:`comlrl.core.timing`) and its use by TrainerBase.
+"""The core's training-time accounting (:mod:`comlrl.core.loop.timing`) and its use by TrainerBase.
 
 A fake clock drives :class:`PhaseTimer`, so the sums are exact; the trainer checks only look at
 what is counted and when, never at how long anything took.
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-import comlrl.core.timing as timing
-from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
+import comlrl.core.loop.timing as timing
+from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from comlrl.core import compat_notices
+from comlrl.core.compat import notices as compat_notices
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.testing import tiny_pair
 from comlrl.trainers.actor_critic import IACConfig, IACTrainer
@@ -224,7 +224,7 @@ def test_missing_wandb_is_reported_when_the_trainer_is_built(tmp_path, monkeypat
 def test_wandb_config_alone_no_longer_turns_wandb_on(tmp_path, monkeypatch):
     # 1.4.3 logged to W&B whenever wandb_config was given; report_to now decides, and says so.
     monkeypatch.setitem(sys.modules, "wandb", None)  # opening W&B would fail loudly
-    monkeypatch.setattr("comlrl.core.compat_notices._issued", set())
+    monkeypatch.setattr("comlrl.core.compat.notices._issued", set())
     m, tok = tiny_pair(seed=0)
     with pytest.warns(UserWarning, match=r"report_to does not name 'wandb'.*1\.4\.3"):
         trainer = MAGRPOTrainer(

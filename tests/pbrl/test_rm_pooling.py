@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from comlrl.core.backbone import backbone_of
+from comlrl.core.models.backbone import backbone_of
 from comlrl.core.testing import tiny_pair
 from comlrl.pbrl import JointRewardModel, MARLHFConfig
 from comlrl.pbrl.reward_model import encode_texts, score_texts

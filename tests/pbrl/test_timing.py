@@ -146,7 +146,7 @@ def test_nested_timed_blocks_count_once(tmp_path, monkeypatch):
         reward_func=ratio_reward,
         args=MADPOConfig(**FAST, output_dir=str(tmp_path / "run")),
     )
-    import comlrl.core.timing as timing
+    import comlrl.core.loop.timing as timing
 
     # outer block starts at 0, inner at 1; only the outer block's end (3) is read
     clock = iter([0.0, 1.0, 3.0])

@@ -13,7 +13,7 @@ from transformers import (
     AutoTokenizer,  # noqa: E402
 )
 
-from comlrl.core.adapters import SharedBase  # noqa: E402
+from comlrl.core.models.adapters import SharedBase  # noqa: E402
 from comlrl.core.rollout import mixed_adapters  # noqa: E402
 from comlrl.core.rollout.backend import HFBackend  # noqa: E402
 from comlrl.core.rollout.generation import SamplingParams  # noqa: E402

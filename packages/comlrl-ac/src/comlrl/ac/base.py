@@ -25,14 +25,14 @@ from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics,
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
 from comlrl.ac.values import ValueModel
-from comlrl.core.buffer import Batch, Experience, Record
 from comlrl.core.inputs import compat_constructor, signature_of
+from comlrl.core.loop.buffer import Batch, Experience, Record
+from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models import resolve_model_sources
-from comlrl.core.reference import reference_models_for
+from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rollout.collect import collect_groups
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
-from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 
 

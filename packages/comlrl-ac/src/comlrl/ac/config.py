@@ -37,7 +37,7 @@ from comlrl.core.config.knobs import (
     VALUE_HEAD_HIDDEN_DIM,
     VALUE_LOSS_COEF,
 )
-from comlrl.core.devices import validate_device_spec
+from comlrl.core.placement.devices import validate_device_spec
 
 __all__ = [
     "ACTOR_AGGREGATIONS",

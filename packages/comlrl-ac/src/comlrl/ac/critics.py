@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from comlrl.core.devices import resolve_devices
 from comlrl.core.models import is_model_name
+from comlrl.core.placement.devices import resolve_devices
 
 
 def resolve_critic_sources(critic_model: Any, critics: Any, count: int, family: str) -> list[Any]:

@@ -30,9 +30,9 @@ from comlrl.ac.values import (
     save_value_head,
     save_value_model,
 )
-from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.logprobs.values import estimate_values, logprobs_and_values, per_agent_values
+from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.dropout import dropout_off

@@ -42,8 +42,8 @@ from comlrl.ac.targets import (
     td_target,
 )
 from comlrl.ac.values import load_value_models, save_value_model
-from comlrl.core.backbone import backbone_of
 from comlrl.core.logprobs.values import estimate_values
+from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.optim import build_adamw

@@ -17,13 +17,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.logprobs.values import (  # noqa: F401  (the forwards' former home)
     VALUE_AT,
     body_hidden,
     last_token_values,
     logprobs_and_values,
 )
+from comlrl.core.models.backbone import backbone_of, hidden_size_of
 from comlrl.core.quiet import quiet_hub_progress
 
 VALUE_HEAD_FILE = "value_head.pt"

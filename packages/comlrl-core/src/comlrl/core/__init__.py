@@ -26,6 +26,20 @@ MOVED_MODULES = {
         f"comlrl.core.{name}": f"comlrl.core.distributed.{name}"
         for name in ("sharding", "ranks", "gradients")
     },
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.models.{name}"
+        for name in ("adapters", "backbone", "reference", "forward_api")
+    },
+    "comlrl.core.model_setup": "comlrl.core.models.setup",
+    "comlrl.core.devices": "comlrl.core.placement.devices",
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.loop.{name}"
+        for name in ("trainer", "buffer", "algorithm", "step_cadence", "epoch_order", "timing")
+    },
+    **{
+        f"comlrl.core.compat_{name}": f"comlrl.core.compat.{name}"
+        for name in ("devices", "helpers", "notices", "reference")
+    },
 }
 
 

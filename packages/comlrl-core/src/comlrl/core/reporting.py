@@ -20,8 +20,8 @@ from typing import Any
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
+from comlrl.core.loop.step_cadence import step_count
 from comlrl.core.rewards.report import record_reward_metrics, turn_metrics
-from comlrl.core.step_cadence import step_count
 
 
 def mean_over_ranks(metrics: dict[str, Any], dist: Any, env_step: int) -> dict[str, float]:

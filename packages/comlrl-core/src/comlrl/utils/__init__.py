@@ -1,23 +1,22 @@
 """Compatible import path ``comlrl.utils``: the user-facing helpers of CoMLRL 1.4.3."""
 
 from comlrl.core.checkpoint import read_checkpoint_metadata
-from comlrl.core.compat_helpers import (
+from comlrl.core.compat.helpers import (
     apply_tokenizer_specials,
     ensure_tokenizer,
     reference_kl_coef,
     reference_kl_enabled,
 )
-from comlrl.core.compat_helpers import (
+from comlrl.core.compat.helpers import (
     call_reward_function_compat as call_reward_function,
 )
-from comlrl.core.compat_reference import (
+from comlrl.core.compat.reference import (
     clone_reference_models,
     load_reference_models_from_sources,
     reference_kl_for_sequence,
     resolve_reference_devices,
     validate_reference_kl_config,
 )
-from comlrl.core.devices import normalize_parallel_training, resolve_devices, resolve_single_device
 from comlrl.core.distributed import DistributedContext, local_context, unwrap_model
 from comlrl.core.models import (
     add_special_tokens,
@@ -26,6 +25,11 @@ from comlrl.core.models import (
     infer_model_name,
     resolve_model_sources,
     resolve_tokenizers,
+)
+from comlrl.core.placement.devices import (
+    normalize_parallel_training,
+    resolve_devices,
+    resolve_single_device,
 )
 from comlrl.core.rewards import (
     RewardProcessors,

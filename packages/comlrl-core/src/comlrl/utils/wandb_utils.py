@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comlrl.core.compat_helpers import verbose_from_wandb_config
+from comlrl.core.compat.helpers import verbose_from_wandb_config
 from comlrl.core.logging.wandb_sink import wandb_init_kwargs as _init_kwargs
 
 

@@ -23,12 +23,12 @@ from comlrl.core.centralized import (
     centralize,
     check_adapter,
 )
-from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.placement.devices import plan_devices
 from comlrl.core.rewards import RewardCaller
-from comlrl.core.trainer import TrainerBase
 from comlrl.pbrl import candidates
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.pairs import PreferencePair

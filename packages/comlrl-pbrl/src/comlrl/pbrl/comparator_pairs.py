@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from comlrl.core.centralized import CentralizedCollaboration
-from comlrl.core.devices import plan_devices
 from comlrl.core.models import ensure_pad_token, freeze_model, is_model_name, load_causal_lm
+from comlrl.core.placement.devices import plan_devices
 from comlrl.pbrl.candidates import sample_candidates
 from comlrl.pbrl.comparators import (
     ApiComparator,

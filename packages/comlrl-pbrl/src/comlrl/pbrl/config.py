@@ -40,8 +40,8 @@ from comlrl.core.config.knobs import (
     VALUE_HEAD_HIDDEN_DIM,
     VALUE_LOSS_COEF,
 )
-from comlrl.core.devices import validate_device_spec
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
+from comlrl.core.placement.devices import validate_device_spec
 from comlrl.core.rollout.tree import JOINT_MODE_ALIASES
 from comlrl.pbrl.reward_model import POOLINGS
 from comlrl.pbrl.rl_section import RLSection, fold_rl_section

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.devices import plan_devices
 from comlrl.core.distributed import all_gather_objects
 from comlrl.core.logprobs import sequence_logprobs
 from comlrl.core.logprobs.budget import (
@@ -25,6 +24,7 @@ from comlrl.core.logprobs.budget import (
 )
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.placement.devices import plan_devices
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.train_step import Target, accumulate_gradients, agentwise_loss, train_step
 from comlrl.pbrl import candidates

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from comlrl.core.backbone import backbone_of, hidden_size_of
 from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.models import model_load_kwargs, unresolved_model
+from comlrl.core.models.backbone import backbone_of, hidden_size_of
 from comlrl.core.quiet import quiet_hub_progress
 from comlrl.core.training.train_step import Target, train_step
 from comlrl.pbrl.candidates import rank_share

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from comlrl.core import algos
-from comlrl.core.compat_notices import note_discount_applies
+from comlrl.core.compat.notices import note_discount_applies
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import (
     Boolean,

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.reference import estimator_for, token_kl
+from comlrl.core.models.reference import estimator_for, token_kl
 
 
 def check_kl_placement(config: Any) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from comlrl.core import MOVED_MODULES
 from comlrl.core.checkpoint.modules import alias_map, describe
 from comlrl.core.config.redact import redact
 
@@ -241,6 +242,21 @@ def with_predating_fields(saved: dict[str, Any], current: dict[str, Any]) -> dic
         return saved
     missing = {k: _plain(v) for k, v in PREDATING_VALUES.items() if k not in config and k in now}
     return {**saved, "config": {**config, **missing}} if missing else saved
+
+
+def with_moved_classes(saved: Any) -> Any:
+    """``saved`` (a checkpoint's fingerprint) with every class path of a module that has
+    moved since (:data:`comlrl.core.MOVED_MODULES`, e.g. ``comlrl.core.adapters.AdapterAgent``)
+    named at the module's new home, so a checkpoint written before a move still resumes."""
+    if isinstance(saved, dict):
+        return {key: with_moved_classes(value) for key, value in saved.items()}
+    if isinstance(saved, list):
+        return [with_moved_classes(value) for value in saved]
+    if isinstance(saved, str) and saved.startswith("comlrl.core."):
+        module, _, name = saved.rpartition(".")
+        if module in MOVED_MODULES:
+            return f"{MOVED_MODULES[module]}.{name}"
+    return saved
 
 
 def differences(saved: Any, current: Any, path: str = "") -> list[str]:

@@ -22,6 +22,7 @@ from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
 from comlrl.core.checkpoint.fingerprint import (
     differences,
     trainer_fingerprint,
+    with_moved_classes,
     with_predating_fields,
 )
 from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
@@ -31,7 +32,7 @@ from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint
-from comlrl.core.step_cadence import due
+from comlrl.core.loop.step_cadence import due
 
 _log = logging.getLogger(__name__)
 _checks_passed_callbacks: list[Callable[[], None]] = []
@@ -180,7 +181,8 @@ class CheckpointSession:
                     "1/world_size of every global batch and its buffers)"
                 ],
             )
-        saved = with_predating_fields(reader.manifest["fingerprint"], self.fingerprint())
+        saved = with_moved_classes(reader.manifest["fingerprint"])
+        saved = with_predating_fields(saved, self.fingerprint())
         problems = differences(saved, self.fingerprint())
         problems += self._cursor_problems(reader)
         if not problems:
@@ -323,7 +325,7 @@ class CheckpointSession:
         return path
 
     def after_batch(self) -> None:
-        """Save every ``save_steps`` steps (:mod:`comlrl.core.step_cadence`), and inside an
+        """Save every ``save_steps`` steps (:mod:`comlrl.core.loop.step_cadence`), and inside an
         epoch every ``checkpoint_every_batches`` batches."""
         if self.save_steps is not None and due(self.trainer, "save", self.save_steps):
             self.save("steps")

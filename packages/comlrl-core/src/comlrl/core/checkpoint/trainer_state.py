@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from comlrl.core.buffer import RolloutBuffer
-from comlrl.core.step_cadence import cadence_state, load_cadence_state
+from comlrl.core.loop.buffer import RolloutBuffer
+from comlrl.core.loop.step_cadence import cadence_state, load_cadence_state
 from comlrl.core.training.schedule import load_scheduler_states, scheduler_states
 
 # The keys of :meth:`Checkpointing.core_state` that belong to the algorithm taking the steps:
@@ -43,7 +43,7 @@ class Checkpointing:
         checkpoint_every_batches: int | None,
     ):
         """The :class:`~comlrl.core.checkpoint.session.CheckpointSession` of one ``train()``
-        call (its arguments; see :meth:`comlrl.core.trainer.TrainerBase.train`). With
+        call (its arguments; see :meth:`comlrl.core.loop.trainer.TrainerBase.train`). With
         ``save_steps`` but no ``checkpoint_dir``, checkpoints go to ``<run dir>/checkpoints``
         and only the ``save_steps`` cadence and the final save write them."""
         from comlrl.core.checkpoint.session import CheckpointSession
@@ -133,7 +133,7 @@ class Checkpointing:
 
     def loop_state(self) -> dict[str, Any]:
         """The loop's position: data cursor, units done, the env step counter and the marks
-        of the step cadences (:mod:`comlrl.core.step_cadence`)."""
+        of the step cadences (:mod:`comlrl.core.loop.step_cadence`)."""
         t = self.trainer
         return {
             "cursor": list(t.cursor),

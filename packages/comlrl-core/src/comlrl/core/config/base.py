@@ -31,21 +31,21 @@ from comlrl.core.config.fields import (
     knob,
 )
 from comlrl.core.config.knobs import ITEM_SEEDED_SAMPLING
-from comlrl.core.devices import normalize_parallel_training
 from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.logprobs.budget import check_token_budget
-from comlrl.core.model_setup import check_peft_config
+from comlrl.core.loop.step_cadence import STEP_UNITS
+from comlrl.core.models.setup import check_peft_config
 from comlrl.core.monitors.config import check_monitors
+from comlrl.core.placement.devices import normalize_parallel_training
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
 from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
-from comlrl.core.step_cadence import STEP_UNITS
 from comlrl.core.training.schedule import LR_SCHEDULERS, check_schedule
 
 NONFINITE_POLICIES = ("raise", "skip")
-# The per-token KL estimators (computed in comlrl.core.reference).
+# The per-token KL estimators (computed in comlrl.core.models.reference).
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
 __all__ = [

@@ -20,7 +20,7 @@ from comlrl.core.config.validation import (
     check_optional_int,
     normalize_choice,
 )
-from comlrl.core.devices import validate_device_spec
+from comlrl.core.placement.devices import validate_device_spec
 
 HELP = "help"
 CHECK = "check"

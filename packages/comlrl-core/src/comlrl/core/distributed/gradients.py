@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from comlrl.core.distributed import DistributedContext, all_reduce_gradients, pooled_mean_std
-from comlrl.core.distributed.ranks import current_worker
+from comlrl.core.placement.devices import current_worker
 
 
 class GradientSync:

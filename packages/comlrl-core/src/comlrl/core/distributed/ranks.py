@@ -1,44 +1,20 @@
-"""What one rank of a multi-process run trains: its share of each global batch threshold, and
-agent-indexed worker threads so concurrent agents' collectives never depend on thread timing."""
+"""What one rank of a multi-process run trains: its share of each global batch threshold.
+
+The agent-indexed worker threads (:class:`IndexedWorkers`, :func:`current_worker`), through which
+concurrent agents' collectives never depend on thread timing, live with the other agent workers
+in :mod:`comlrl.core.placement.devices` and are imported here under their former names."""
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
-from comlrl.core.devices import AgentWorkers
 from comlrl.core.distributed import DistributedContext
-
-_SLOT = threading.local()
+from comlrl.core.placement.devices import IndexedWorkers, current_worker  # noqa: F401
 
 # Options of the shared loop whose thresholds count samples or items of one global batch; each
 # rank holds 1/world_size of them.
 PER_RANK_FIELDS = ("rollout_buffer_size", "train_batch_size", "rollout_batch_size")
-
-
-def current_worker() -> int | None:
-    """The agent index of the :class:`IndexedWorkers` thread running now (None elsewhere)."""
-    return getattr(_SLOT, "index", None)
-
-
-class IndexedWorkers(AgentWorkers):
-    """:class:`AgentWorkers` that tells code running inside a worker which agent it serves, so
-    collectives of concurrent agents go through per-agent process groups (their order then
-    never depends on thread timing)."""
-
-    def map(self, fn, args=None):
-        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)`` runs."""
-
-        def run(i, arg):
-            previous = current_worker()
-            _SLOT.index = i
-            try:
-                return fn(i, arg)
-            finally:
-                _SLOT.index = previous
-
-        return super().map(run, args)
 
 
 def per_rank_config(args: Any, ctx: DistributedContext) -> Any:

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils.checkpoint
 
-from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
 from comlrl.core.logprobs import vocab_grads
+from comlrl.core.models.forward_api import cache_argument, forward_takes, returned_cache
 from comlrl.core.rollout.generation import left_pad
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
-from comlrl.core.reference import estimator_for, sequence_kl
+from comlrl.core.models.reference import estimator_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, compute_returns
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.models.forward_api import cache_argument, forward_takes, returned_cache
 from comlrl.core.rollout.direct_step import make_steps
 
 # ``generation_config`` fields that add logits processors or stopping rules of their own; when a

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from comlrl.core.forward_api import cache_argument, forward_takes, returned_cache
+from comlrl.core.models.forward_api import cache_argument, forward_takes, returned_cache
 
 # transformers model types whose decoder layer this step reproduces.
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")

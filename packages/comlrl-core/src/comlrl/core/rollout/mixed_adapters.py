@@ -1,7 +1,7 @@
 """Every agent's rollout in one decoding call when the agents are adapters of one base.
 
 With ``peft_config`` and one base, the agents are views of one shared peft model
-(:class:`comlrl.core.adapters.SharedBase`). Decoding them one after another runs the base's
+(:class:`comlrl.core.models.adapters.SharedBase`). Decoding them one after another runs the base's
 layers once per agent; a *mixed* call runs them once over every agent's rows, each row through
 its own adapter (peft's per-row ``adapter_names``). ``python -m benchmarks mixed_adapters``
 measured the mixed call 1.65x / 2.40x / 2.84x faster at N = 2 / 4 / 8 agents (docs/performance.md,
@@ -33,7 +33,7 @@ def shared_adapters(models: Sequence[Any], tokenizers: Sequence[Any]):
     """The shared base behind ``models`` and each agent's adapter name, when every model is an
     adapter view of that one base with a name of its own and the tokenizers agree on pad and
     EOS ids; None otherwise."""
-    from comlrl.core.adapters import AdapterAgent
+    from comlrl.core.models.adapters import AdapterAgent
 
     if len(models) < 2 or not all(isinstance(m, AdapterAgent) for m in models):
         return None

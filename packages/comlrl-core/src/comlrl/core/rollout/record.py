@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.reference import reference_token_logps
+from comlrl.core.models.reference import reference_token_logps
 from comlrl.core.rewards.report import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.forward_api import cache_argument, forward_takes
+from comlrl.core.models.forward_api import cache_argument, forward_takes
 from comlrl.core.rollout.decoding import decode_compacting, supports_compacting
 from comlrl.core.rollout.direct_step import direct_step_blocker, verified
 

@@ -30,7 +30,7 @@ def build_reference_models(
     Agents that share one object share one reference too; agents that are adapters on one
     shared base get the base with adapters disabled (no copy).
     """
-    from comlrl.core.adapters import AdapterAgent
+    from comlrl.core.models.adapters import AdapterAgent
 
     refs: dict[int, Any] = {}
     out = []
@@ -134,7 +134,7 @@ def reference_models_for(trainer: Any) -> list:
     a = trainer.args
     if not a._uses_reference():
         return []
-    from comlrl.core.devices import plan_devices
+    from comlrl.core.placement.devices import plan_devices
 
     devices = (
         plan_devices("mp", a.reference_devices, trainer.num_agents, "reference_devices")

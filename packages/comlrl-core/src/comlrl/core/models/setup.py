@@ -106,14 +106,14 @@ def wrap_with_peft(agents: list, peft_config: Mapping) -> list:
 
 
 def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -> list:
-    """Agents that are one base object get one :class:`~comlrl.core.adapters.SharedBase` (one
+    """Agents that are one base object get one :class:`~comlrl.core.models.adapters.SharedBase` (one
     frozen base, one adapter per agent, named ``agent_<i>``); every other agent is wrapped in
     its own PEFT model. The shared adapters' initial weights are drawn from ``seed`` (0 when
     None) without touching the global RNG, so two runs of one config start equal (exact
     resume compares them)."""
     import torch
 
-    from comlrl.core.adapters import SharedBase, shared_base_groups
+    from comlrl.core.models.adapters import SharedBase, shared_base_groups
 
     out = list(agents)
     for group in shared_base_groups(agents):

@@ -16,10 +16,9 @@ import random
 from contextlib import AbstractContextManager
 from typing import Any
 
-from comlrl.core import evaluation, loop, step_cadence
-from comlrl.core.buffer import RolloutBuffer
+from comlrl.core import evaluation, loop
 from comlrl.core.checkpoint.trainer_state import Checkpointing
-from comlrl.core.compat_notices import note_wandb_needs_report_to
+from comlrl.core.compat.notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
     DistributedContext,
     init_context,
@@ -30,9 +29,14 @@ from comlrl.core.distributed.ranks import per_rank_config
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.logging.sink import require_sink_packages
-from comlrl.core.loop import seed_everything  # noqa: F401  (re-exported for families)
-from comlrl.core.model_setup import prepare_agents
+from comlrl.core.loop import (
+    seed_everything,  # noqa: F401  (re-exported for families)
+    step_cadence,
+)
+from comlrl.core.loop.buffer import RolloutBuffer
+from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
 from comlrl.core.models import place_agents, shares_parameters
+from comlrl.core.models.setup import prepare_agents
 from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers, resolve_agents
 from comlrl.core.quiet import quietly
@@ -42,7 +46,6 @@ from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.rollout.rollouts import Rollouts
 from comlrl.core.saving import main_process_only
-from comlrl.core.timing import DEFAULT_PHASES, PhaseTimer
 from comlrl.core.training.schedule import stage_count
 
 
@@ -375,7 +378,7 @@ class TrainerBase:
         return 1
 
     def collect(self, unit):
-        """Roll out ``unit`` and return its experience (a :class:`~comlrl.core.buffer.Batch`)."""
+        """Roll out ``unit`` and return its experience (a :class:`~comlrl.core.loop.buffer.Batch`)."""
         raise NotImplementedError
 
     def update(self, batch) -> dict[str, float] | None:
@@ -391,7 +394,7 @@ class TrainerBase:
 
     def evaluation_due(self, unit) -> bool:
         """Whether the loop evaluates before ``unit``: by ``eval_steps`` when it is set (the
-        step cadence of :mod:`comlrl.core.step_cadence`), otherwise by :meth:`eval_due`."""
+        step cadence of :mod:`comlrl.core.loop.step_cadence`), otherwise by :meth:`eval_due`."""
         every = self.args.eval_steps
         if every is None:
             return self.eval_due(unit)

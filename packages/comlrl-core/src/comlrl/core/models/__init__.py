@@ -3,6 +3,12 @@
 A source is a hub id, a local directory, or an already built model object. One object passed
 for several agents is parameter sharing: the agents share weights and gradients while each keeps
 its own optimizer.
+
+The subpackage's modules: :mod:`.setup` (what the config does to loaded agents: LoRA, gradient
+checkpointing, the ``device_map`` check), :mod:`.adapters` (several agents as PEFT adapters on
+one shared base), :mod:`.backbone` (the transformer body and its hidden width, for critics and
+reward models), :mod:`.reference` (frozen reference models and the KL estimators to them) and
+:mod:`.forward_api` (which arguments a model class's ``forward`` takes).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 import torch
 
 from comlrl.core.errors import UserError
-from comlrl.core.model_setup import check_device_map
+from comlrl.core.models.setup import check_device_map
 
 # Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype).
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double")
@@ -102,7 +108,7 @@ def resolve_dtype(value: Any, field: str = "model_config.dtype") -> torch.dtype 
 
 def check_model_config(model_config: dict | None) -> None:
     """Cheap checks of ``model_config`` before anything loads: its dtype names, and no
-    ``device_map`` (see :func:`comlrl.core.model_setup.check_device_map`)."""
+    ``device_map`` (see :func:`comlrl.core.models.setup.check_device_map`)."""
     cfg = model_config or {}
     for key in ("dtype", "torch_dtype"):
         resolve_dtype(cfg.get(key), f"model_config.{key}")
@@ -419,7 +425,7 @@ def place_agents(
     """Load every agent and its tokenizer, add the configured special tokens, move each agent
     to its device and align its generation ids with its tokenizer; returns (agents,
     tokenizers). ``share_named`` (a ``peft_config`` run on one device) keeps agents of one
-    named base one object, which :func:`~comlrl.core.model_setup.prepare_agents` gives one
+    named base one object, which :func:`~comlrl.core.models.setup.prepare_agents` gives one
     adapter per agent."""
     share_named = share_named and len({str(d) for d in devices}) == 1
     agents = load_agents(sources, model_config, share_named)

@@ -1,5 +1,9 @@
 """Which agents a run trains and where they run: model sources checked against the counts the
-caller and the config give, and the device plan with its agent workers."""
+caller and the config give, and the device plan with its agent workers.
+
+:mod:`.devices` holds the device plans themselves (which device each agent, critic, reward or
+reference model lives on) and the persistent per-agent workers of ``parallel_training="mp"``.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,14 @@ from typing import Any
 
 import torch
 
-from comlrl.core.devices import AgentWorkers, plan_devices, uses_parallel_workers
 from comlrl.core.distributed import DistributedContext
-from comlrl.core.distributed.ranks import IndexedWorkers
 from comlrl.core.models import infer_model_name, resolve_model_sources
+from comlrl.core.placement.devices import (
+    AgentWorkers,
+    IndexedWorkers,
+    plan_devices,
+    uses_parallel_workers,
+)
 
 
 def resolve_agents(inputs: Any, args: Any) -> tuple[list, str]:

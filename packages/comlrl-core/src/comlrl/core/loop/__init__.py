@@ -9,7 +9,7 @@ checkpoint session and the reward-hacking monitors (:mod:`comlrl.core.monitors`:
 every update, summarized at the end, and a clean stop after a checkpoint when a monitor in
 ``monitors.stop_on`` crosses its threshold).
 
-The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` for defaults):
+The contract a family implements (see :class:`comlrl.core.loop.trainer.TrainerBase` for defaults):
 
 - ``prepare(stage) -> Sequence[unit] | None``: the stage's units; None means batches of items.
 - ``collect(unit) -> Batch | None``: the unit's experience (None: nothing to learn from).
@@ -21,6 +21,12 @@ The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` f
 A stage may hold several passes over the data (an online iteration of several RL epochs, say):
 an :class:`EndOfPass` unit closes one, and the loop uses the buffer's remainder before it hands
 that unit to ``collect`` as any other.
+
+The subpackage's modules: :mod:`.trainer` (``TrainerBase``: inputs, wiring and the family
+contract's defaults), :mod:`.algorithm` (the ``Algorithm`` protocol the loop drives),
+:mod:`.buffer` (the rollout buffer between ``collect`` and ``update``), :mod:`.epoch_order`
+(the order an epoch visits the items), :mod:`.step_cadence` (the logging, eval and save
+cadences) and :mod:`.timing` (seconds per phase and tokens per second).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import numpy as np
 import torch
 
 from comlrl.core.distributed import barrier, shard_range
-from comlrl.core.epoch_order import epoch_items
+from comlrl.core.loop.epoch_order import epoch_items
 from comlrl.core.training.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""``DeviceScheduler``: CoMLRL 1.4.3's device-resolution entry point, over :mod:`comlrl.core.devices`.
+"""``DeviceScheduler``: CoMLRL 1.4.3's device-resolution entry point, over :mod:`comlrl.core.placement.devices`.
 
-The trainers here resolve devices through ``comlrl.core.devices`` directly; this class keeps the
+The trainers here resolve devices through ``comlrl.core.placement.devices`` directly; this class keeps the
 1.4.3 spelling (static methods, a ``kind`` keyword naming the field) for user code that calls it.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from comlrl.core.callable_types import DeviceSpec
-from comlrl.core.devices import resolve_devices, resolve_single_device
+from comlrl.core.placement.devices import resolve_devices, resolve_single_device
 
 
 class DeviceScheduler:

@@ -12,7 +12,7 @@ adapter and runs under one lock: agents in threads take turns, and a backward us
 its own forward built (which adapter is active later does not change it).
 
 The trainers' model loading builds one :class:`SharedBase` for agents of one base when
-``peft_config`` is set (:func:`comlrl.core.model_setup.prepare_agents`), and their KL reference
+``peft_config`` is set (:func:`comlrl.core.models.setup.prepare_agents`), and their KL reference
 is a :class:`BaseReference` over it (no model copy).
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.model_setup import build_peft_config
+from comlrl.core.models.setup import build_peft_config
 
 
 class SharedBase:
@@ -129,7 +129,7 @@ class AdapterAgent(_SharedModelView):
 
     def hidden_body(self) -> AdapterBody:
         """The transformer body under this agent's adapter (no LM head), for value heads that
-        read hidden states: :func:`comlrl.core.backbone.backbone_of` returns it."""
+        read hidden states: :func:`comlrl.core.models.backbone.backbone_of` returns it."""
         return self._body
 
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):

@@ -1,8 +1,10 @@
 """Device plans: which device each agent (or critic, reward/reference model) lives on, and the
-persistent per-agent workers that run agents concurrently in ``parallel_training="mp"``."""
+persistent per-agent workers that run agents concurrently in ``parallel_training="mp"`` (under a
+multi-process launch, :class:`IndexedWorkers`, which tell each worker's code its agent)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -135,6 +137,33 @@ class AgentWorkers:
     def __del__(self):
         for pool in self._pools:
             pool.shutdown(wait=False)
+
+
+_SLOT = threading.local()
+
+
+def current_worker() -> int | None:
+    """The agent index of the :class:`IndexedWorkers` thread running now (None elsewhere)."""
+    return getattr(_SLOT, "index", None)
+
+
+class IndexedWorkers(AgentWorkers):
+    """:class:`AgentWorkers` that tells code running inside a worker which agent it serves, so
+    collectives of concurrent agents go through per-agent process groups (their order then
+    never depends on thread timing)."""
+
+    def map(self, fn, args=None):
+        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)`` runs."""
+
+        def run(i, arg):
+            previous = current_worker()
+            _SLOT.index = i
+            try:
+                return fn(i, arg)
+            finally:
+                _SLOT.index = previous
+
+        return super().map(run, args)
 
 
 def uses_parallel_workers(parallel_training: str, devices: Sequence[torch.device]) -> bool:

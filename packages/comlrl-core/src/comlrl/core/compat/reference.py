@@ -1,7 +1,7 @@
 """CoMLRL 1.4.3's public reference-KL and sequence-scoring helpers, for user code that called
 them directly.
 
-The trainers here build and score their reference models through :mod:`comlrl.core.reference`;
+The trainers here build and score their reference models through :mod:`comlrl.core.models.reference`;
 these functions keep the 1.4.3 call shapes on top of the same pieces.
 """
 
@@ -13,15 +13,15 @@ from typing import Any
 
 import torch
 
-from comlrl.core.compat_devices import DeviceScheduler
-from comlrl.core.compat_helpers import (
+from comlrl.core.compat.devices import DeviceScheduler
+from comlrl.core.compat.helpers import (
     apply_tokenizer_specials,
     reference_kl_coef,
     reference_kl_enabled,
 )
 from comlrl.core.distributed import unwrap_model
 from comlrl.core.models import freeze_model
-from comlrl.core.reference import token_kl
+from comlrl.core.models.reference import token_kl
 
 
 def validate_reference_kl_config(args: Any, expected_count: int) -> None:
