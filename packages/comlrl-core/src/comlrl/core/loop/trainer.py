@@ -35,10 +35,10 @@ from comlrl.core.loop import (
 )
 from comlrl.core.loop.buffer import RolloutBuffer
 from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
-from comlrl.core.models import place_agents, shares_parameters
+from comlrl.core.models import build_agents, resolve_agents, shares_parameters
 from comlrl.core.models.setup import prepare_agents
 from comlrl.core.monitors import Monitors
-from comlrl.core.placement import plan_workers, resolve_agents
+from comlrl.core.placement import plan_workers
 from comlrl.core.quiet import quietly
 from comlrl.core.reporting import Reporting
 from comlrl.core.rewards import RewardCaller
@@ -180,7 +180,7 @@ class TrainerBase:
         self.sync = GradientSync(self.dist, worker_groups, owner=self)
         if not load_models:
             return
-        self.agents, self.tokenizers = place_agents(
+        self.agents, self.tokenizers = build_agents(
             self.sources,
             inputs.tokenizer,
             self.model_config,

@@ -75,6 +75,26 @@ def resolve_model_sources(agent_model: Any, agents: Any, num_agents: int | None)
     return [agent_model] * count
 
 
+def resolve_agents(inputs: Any, args: Any) -> tuple[list, str]:
+    """The agents' model sources (one per agent) and the run's model name, after checking the
+    agent and tokenizer counts against ``inputs.num_agents`` and ``args.num_agents``."""
+    num_agents, agents, tokenizer = inputs.num_agents, inputs.agents, inputs.tokenizer
+    sources = resolve_model_sources(inputs.agent_model, agents, num_agents)
+    count = len(sources)
+    if agents is not None and inputs.agent_model is None and num_agents not in (None, count):
+        raise ValueError(f"num_agents ({num_agents}) does not match len(agents) ({count}).")
+    if args.num_agents is not None and args.num_agents != count:
+        raise ValueError(
+            f"args.num_agents ({args.num_agents}) does not match the number of agents "
+            f"({count}); set the config's num_agents to {count}."
+        )
+    if tokenizer is None and not all(isinstance(s, (str, os.PathLike)) for s in sources):
+        raise ValueError("Tokenizer(s) must be provided when agents are model objects.")
+    if isinstance(tokenizer, (list, tuple)) and len(tokenizer) != count:
+        raise ValueError(f"tokenizers length ({len(tokenizer)}) must match agents ({count}).")
+    return sources, infer_model_name(sources[0])
+
+
 def infer_model_name(source: Any) -> str:
     """A readable name for a source: the string itself or the model's ``_name_or_path``."""
     if is_model_name(source):
@@ -415,15 +435,16 @@ def unique_models(models: Sequence[Any]) -> list:
     return list({id(m): m for m in models}.values())
 
 
-def place_agents(
+def build_agents(
     sources: Sequence[Any],
     tokenizer: Any,
     model_config: dict,
     devices: Sequence[Any],
     share_named: bool = False,
 ) -> tuple[list, list]:
-    """Load every agent and its tokenizer, add the configured special tokens, move each agent
-    to its device and align its generation ids with its tokenizer; returns (agents,
+    """The agents as a trainer uses them: every agent and its tokenizer loaded, the configured
+    special tokens added, each agent moved to its device (as :mod:`comlrl.core.placement`
+    planned) and its generation ids aligned with its tokenizer; returns (agents,
     tokenizers). ``share_named`` (a ``peft_config`` run on one device) keeps agents of one
     named base one object, which :func:`~comlrl.core.models.setup.prepare_agents` gives one
     adapter per agent."""

@@ -1,5 +1,5 @@
-"""Which agents a run trains and where they run: model sources checked against the counts the
-caller and the config give, and the device plan with its agent workers.
+"""Where a run's agents run: the device plan with its agent workers (which agents a run trains,
+their model sources, is :func:`comlrl.core.models.resolve_agents`).
 
 :mod:`.devices` holds the device plans themselves (which device each agent, critic, reward or
 reference model lives on) and the persistent per-agent workers of ``parallel_training="mp"``.
@@ -7,39 +7,18 @@ reference model lives on) and the persistent per-agent workers of ``parallel_tra
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from comlrl.core.distributed import DistributedContext
-from comlrl.core.models import infer_model_name, resolve_model_sources
+from comlrl.core.models import resolve_agents  # noqa: F401  (its former home)
 from comlrl.core.placement.devices import (
     AgentWorkers,
     IndexedWorkers,
     plan_devices,
     uses_parallel_workers,
 )
-
-
-def resolve_agents(inputs: Any, args: Any) -> tuple[list, str]:
-    """The agents' model sources (one per agent) and the run's model name, after checking the
-    agent and tokenizer counts against ``inputs.num_agents`` and ``args.num_agents``."""
-    num_agents, agents, tokenizer = inputs.num_agents, inputs.agents, inputs.tokenizer
-    sources = resolve_model_sources(inputs.agent_model, agents, num_agents)
-    count = len(sources)
-    if agents is not None and inputs.agent_model is None and num_agents not in (None, count):
-        raise ValueError(f"num_agents ({num_agents}) does not match len(agents) ({count}).")
-    if args.num_agents is not None and args.num_agents != count:
-        raise ValueError(
-            f"args.num_agents ({args.num_agents}) does not match the number of agents "
-            f"({count}); set the config's num_agents to {count}."
-        )
-    if tokenizer is None and not all(isinstance(s, (str, os.PathLike)) for s in sources):
-        raise ValueError("Tokenizer(s) must be provided when agents are model objects.")
-    if isinstance(tokenizer, (list, tuple)) and len(tokenizer) != count:
-        raise ValueError(f"tokenizers length ({len(tokenizer)}) must match agents ({count}).")
-    return sources, infer_model_name(sources[0])
 
 
 def plan_workers(args: Any, dist: DistributedContext, num_agents: int) -> tuple[list, Any, list]:
