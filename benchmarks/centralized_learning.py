@@ -54,8 +54,8 @@ def _quarters(values: list[float]) -> tuple[float | None, float | None]:
 
 def run_one(seed: int, overrides: dict[str, Any], train: bool = True) -> dict[str, Any]:
     """Train the demo with ``seed`` (and ``overrides``) and return its summary."""
+    from comlrl.core.commands.launch import build_trainer
     from comlrl.core.config.yaml_io import load_yaml
-    from comlrl.core.launch import build_trainer
     from comlrl.core.logging.jsonl import read_metrics
 
     run = load_yaml(str(EXAMPLE))

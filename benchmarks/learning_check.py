@@ -4,7 +4,7 @@ A before/after tool for one machine (per-seed numbers differ between CPUs); the 
 table's re-run check against its published spread is ``python -m benchmarks.learning check``.
 
 The optimizations must not change what MAGRPO learns. This runs ``comlrl train``'s default run
-(MAGRPO, two tiny agents, length ratio; see ``comlrl.core.launch.DEFAULT_RUN``) with seed 0 and
+(MAGRPO, two tiny agents, length ratio; see ``comlrl.core.commands.launch.DEFAULT_RUN``) with seed 0 and
 prints the mean training reward over the first and last quarter of the logged steps and the
 last eval reward. Compare the numbers before and after a change to the hot paths.
 
@@ -24,7 +24,7 @@ import time
 
 def run(seed: int) -> dict:
     """Train the demo run once and summarise its rewards."""
-    from comlrl.core.launch import DEFAULT_RUN, build_trainer
+    from comlrl.core.commands.launch import DEFAULT_RUN, build_trainer
     from comlrl.core.logging.jsonl import read_metrics
 
     config = copy.deepcopy(DEFAULT_RUN)

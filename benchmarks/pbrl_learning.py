@@ -1,7 +1,7 @@
 """Learning of the preference family on the length-ratio demo, scored after training.
 
 Each named run trains two tiny agents on the length-ratio task (``comlrl train``'s default run,
-``comlrl.core.launch.DEFAULT_RUN``, with the algorithm and section given below), then scores the
+``comlrl.core.commands.launch.DEFAULT_RUN``, with the algorithm and section given below), then scores the
 final agents on 192 joint samples: 24 prompts (the 20 built-in training topics, 16 of them seen
 in training, and the 4 eval topics) x 8 aligned samples each, seeded per prompt and agent, with
 the training sampling settings. The untrained agents score about 0.35.
@@ -227,7 +227,7 @@ def with_overrides(name: str, overrides: dict[str, Any]) -> str:
 
 
 def _run_file(algorithm: str, section: dict[str, Any], seed: int) -> dict[str, Any]:
-    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.commands.launch import DEFAULT_RUN
 
     run = copy.deepcopy(DEFAULT_RUN)
     run["algorithm"] = algorithm
@@ -283,7 +283,7 @@ def _quarters(rows: list[dict], key: str) -> tuple[float | None, float | None]:
 
 def run_one(name: str, seed: int) -> dict[str, Any]:
     """Train run ``name`` with ``seed`` and return its summary."""
-    from comlrl.core.launch import build_trainer
+    from comlrl.core.commands.launch import build_trainer
     from comlrl.core.logging.jsonl import read_metrics
 
     algorithm, section = RUNS[name]

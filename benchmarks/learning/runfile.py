@@ -60,12 +60,12 @@ def example_section(spec: RunSpec) -> tuple[dict[str, Any], str]:
 def defaults_section(algorithm: str) -> dict[str, Any]:
     """The section of a defaults row: the demo's MAGRPO section, keeping only the fields
     ``algorithm``'s config carries over, as ``comlrl train --algo`` moves it
-    (:func:`comlrl.core.launch.carried_fields`): an iterative trainer keeps its own epochs per
+    (:func:`comlrl.core.commands.launch.carried_fields`): an iterative trainer keeps its own epochs per
     iteration, because the demo's 6 epochs are its whole budget, which the iterative trainers'
     default 6 iterations already spend (6 epochs in every iteration would be 36 passes, and
     MADPOIter overshoots the length ratio: docs/learning.md measures it).
     """
-    from comlrl.core.launch import DEFAULT_RUN, carried_fields
+    from comlrl.core.commands.launch import DEFAULT_RUN, carried_fields
     from comlrl.core.registry import load_algorithm
 
     names = carried_fields(load_algorithm(algorithm).default_config_cls)
@@ -74,7 +74,7 @@ def defaults_section(algorithm: str) -> dict[str, Any]:
 
 def run_file(spec: RunSpec, task: str, seed: int) -> tuple[dict[str, Any], str]:
     """The run dict of ``spec`` on ``task`` with ``seed``, and where its settings came from."""
-    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.commands.launch import DEFAULT_RUN
 
     if task not in ALL_TASKS:
         raise ValueError(f"task must be one of {', '.join(ALL_TASKS)}; got {task!r}.")
@@ -127,7 +127,7 @@ def extra_rewards(spec: RunSpec) -> Iterator[None]:
         return
     from unittest import mock
 
-    from comlrl.core import launch
+    from comlrl.core.commands import launch
 
     extras = [EXTRA_REWARDS[name] for name in spec.extra_rewards]
     real_load = launch.load_task

@@ -36,7 +36,7 @@ def _posthoc(trainer, task: str, reward_func, samples: int) -> dict[str, float]:
 def _train(
     name: str, task: str, seed: int, max_steps: int | None, posthoc_samples: int
 ) -> dict[str, Any]:
-    from comlrl.core.launch import build_trainer
+    from comlrl.core.commands.launch import build_trainer
     from comlrl.core.logging.jsonl import read_metrics
 
     spec = BY_NAME[name]

@@ -13,8 +13,8 @@ CASES = [(spec, task) for spec in catalogue.RUNS for task in spec.tasks()]
 
 
 def _build_config(spec, task):
+    from comlrl.core.commands.launch import DEFAULT_RUN, algorithm_config
     from comlrl.core.config.run_file import check_run_file
-    from comlrl.core.launch import DEFAULT_RUN, algorithm_config
     from comlrl.core.registry import load_algorithm
 
     run, _ = run_file(spec, task, seed=0)
@@ -89,7 +89,7 @@ def test_a_defaults_row_shown_as_another_row_has_that_rows_config(spec):
 
 def test_defaults_rows_keep_only_the_demo_fields_the_algorithm_has():
     from benchmarks.learning.runfile import defaults_section
-    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.commands.launch import DEFAULT_RUN
 
     madpo = defaults_section("madpo")
     assert "num_generations" not in madpo  # MAGRPO's K means nothing to MADPO

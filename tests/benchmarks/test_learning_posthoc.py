@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_centralized_writer_is_scored_on_its_split_roles(tmp_path):
     from benchmarks.learning import catalogue, posthoc, runfile
-    from comlrl.core.launch import build_trainer
+    from comlrl.core.commands.launch import build_trainer
     from comlrl.tasks.length_ratio import length_ratio_reward
 
     run, _ = runfile.run_file(catalogue.BY_NAME["centralized_magrpo"], "length_ratio", seed=0)

@@ -37,7 +37,7 @@ def test_a_family_file_and_a_crossing_are_told_apart():
         steps.append(available("policy_loss"))
 
     w = walk.trace("probe", step)
-    assert steps and "comlrl/core/algos.py" in w.files
+    assert steps and "comlrl/core/algos/__init__.py" in w.files
     assert all(walk._layer(f) == "core" or f.startswith("comlrl/") for f in w.files)
 
 
@@ -48,4 +48,4 @@ def test_a_core_file_called_from_the_spine_or_a_family_is_on_the_walk():
     assert walk._stage_of([spine, family, stage]) is None
     assert walk._stage_of([spine, family, stage, internal]) == stage
     # a family callback inside a stage is read again, and what it calls is on the walk
-    assert walk._stage_of([spine, family, stage, family, "comlrl/core/algos.py"]) is None
+    assert walk._stage_of([spine, family, stage, family, "comlrl/core/algos/__init__.py"]) is None

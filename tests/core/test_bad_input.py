@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from comlrl.ac import IACConfig, IACTrainer
+from comlrl.core.commands.launch import DEFAULT_RUN, checkpoint_settings, run_training
 from comlrl.core.config.run_file import CheckpointSection, WandbSection, check_run_file, field_names
 from comlrl.core.config.yaml_io import load_yaml
-from comlrl.core.launch import DEFAULT_RUN, checkpoint_settings, run_training
 from comlrl.core.logging.wandb_sink import _INIT_KEYS
 from comlrl.core.registry import available_tasks, load_task
 from comlrl.core.rollout.formatters import build_formatters

@@ -7,7 +7,7 @@ from comlrl.core.centralized import (
     CentralizedComparatorParseError,
     TaggedCentralizedComparatorAdapter,
 )
-from comlrl.core.centralized_layout import parse_lenient, parse_strict
+from comlrl.core.centralized.layout import parse_lenient, parse_strict
 from comlrl.core.rewards.ranges import set_reward_range
 
 LENIENT = TaggedCentralizedComparatorAdapter(mode="lenient")

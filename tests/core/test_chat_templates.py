@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import processors
 
-from comlrl.core.launch import DEFAULT_RUN, build_trainer
+from comlrl.core.commands.launch import DEFAULT_RUN, build_trainer
 from comlrl.core.rollout.chat import ChatPrompt, encode_prompts
 from comlrl.core.testing import build_model, build_tokenizer
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer

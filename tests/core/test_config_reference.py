@@ -108,7 +108,7 @@ def test_check_mode_reports_a_stale_page(tmp_path, capsys):
 
 
 def test_dataclass_tools_and_the_yaml_path_still_work():
-    from comlrl.core.launch import algorithm_config
+    from comlrl.core.commands.launch import algorithm_config
 
     for cls, names in documented_classes().items():
         cfg = cls()

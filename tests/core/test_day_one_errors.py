@@ -200,7 +200,7 @@ def test_eval_override_values_still_apply(tmp_path, monkeypatch):
 
 def test_algo_switch_from_the_defaults_drops_their_fields_silently(monkeypatch):
     from comlrl.core.cli import _switch_algorithm
-    from comlrl.core.launch import DEFAULT_RUN
+    from comlrl.core.commands.launch import DEFAULT_RUN
 
     run = _switch_algorithm(dict(DEFAULT_RUN), "madpo")
     assert run["algorithm"] == "madpo" and "num_generations" not in run["madpo"]
@@ -208,7 +208,7 @@ def test_algo_switch_from_the_defaults_drops_their_fields_silently(monkeypatch):
 
 
 def test_a_library_bug_keeps_its_traceback(tmp_path, monkeypatch):
-    from comlrl.core import launch
+    from comlrl.core.commands import launch
 
     def buggy(run, run_dir):
         # A ValueError out of torch: a shape mix-up inside library code, not a setting.

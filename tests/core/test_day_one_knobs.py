@@ -12,7 +12,7 @@ import yaml
 
 from comlrl.core import cli
 from comlrl.core.cli import main
-from comlrl.core.launch import algorithm_config
+from comlrl.core.commands.launch import algorithm_config
 from comlrl.core.loop.epoch_order import epoch_items
 from comlrl.core.rollout.generation import SamplingParams, truncate_prompt_ids
 from comlrl.reinforce import MAGRPOConfig

@@ -192,8 +192,8 @@ def test_bad_monitor_settings_name_the_field_and_the_valid_values(settings, mess
 
 
 def test_the_section_is_one_config_object_in_python_and_yaml():
+    from comlrl.core.commands.launch import DEFAULT_RUN, algorithm_config
     from comlrl.core.config.run_file import check_run_file
-    from comlrl.core.launch import DEFAULT_RUN, algorithm_config
     from comlrl.reinforce import MAGRPOConfig
 
     given = MonitorsConfig(kl_max=0.2, stop_on="kl")

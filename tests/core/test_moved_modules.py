@@ -1,5 +1,6 @@
 """Modules that moved into a subpackage (``comlrl.core.training``, ``comlrl.core.distributed``,
-``comlrl.core.models``, ``comlrl.core.placement``, ``comlrl.core.loop``, ``comlrl.core.compat``)
+``comlrl.core.models``, ``comlrl.core.placement``, ``comlrl.core.loop``, ``comlrl.core.compat``,
+``comlrl.core.algos``, ``comlrl.core.centralized``, ``comlrl.core.commands``)
 still import under their former paths."""
 
 from __future__ import annotations
@@ -48,9 +49,29 @@ def test_every_former_top_level_module_of_the_regrouping_is_listed():
         "compat_helpers": "compat.helpers",
         "compat_notices": "compat.notices",
         "compat_reference": "compat.reference",
+        "evaluation": "loop.evaluation",
+        "policy_losses": "algos.policy_losses",
+        "ratio": "algos.ratio",
+        "stats": "algos.stats",
+        "centralized_layout": "centralized.layout",
+        "launch": "commands.launch",
+        "plotting": "commands.plotting",
+        "run_dir": "commands.run_dir",
     }
     for old, new in regrouped.items():
         assert MOVED_MODULES[f"comlrl.core.{old}"] == f"comlrl.core.{new}"
+
+
+def test_the_top_level_of_core_is_subpackages_and_a_few_cross_cutting_modules():
+    from pathlib import Path
+
+    import comlrl.core
+
+    top = Path(comlrl.core.__file__).parent
+    modules = sorted(p.stem for p in top.glob("*.py") if p.stem != "__init__")
+    # no former path is back as a top-level file
+    assert not {f"comlrl.core.{m}" for m in modules} & set(MOVED_MODULES)
+    assert len(modules) <= 15, modules
 
 
 def test_a_new_home_is_not_itself_a_former_path():

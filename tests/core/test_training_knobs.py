@@ -194,7 +194,7 @@ def test_device_map_is_refused_before_loading(tmp_path, model_config, field):
 def test_run_file_sets_the_knobs(tmp_path):
     import json
 
-    from comlrl.core.launch import DEFAULT_RUN, run_training
+    from comlrl.core.commands.launch import DEFAULT_RUN, run_training
 
     run = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULT_RUN.items()}
     run["dataset"] = dict(run["dataset"], train_limit=4, eval_limit=1)

@@ -10,8 +10,8 @@ import pytest
 from matplotlib.image import imread
 
 from comlrl.core.cli import main
+from comlrl.core.commands.plotting import plot_runs
 from comlrl.core.logging.completions import COMPLETIONS_FILE
-from comlrl.core.plotting import plot_runs
 
 # One worker runs the whole module, so the short training run is done once.
 pytestmark = pytest.mark.xdist_group("test_eval_plot_cli")

@@ -114,7 +114,8 @@ def _register_helpers() -> set[str]:
     names = set()
     for src in ROOT.glob("packages/*/src"):
         for path in src.glob("comlrl/**/*.py"):
-            module = ".".join(path.relative_to(src).with_suffix("").parts)
+            parts = path.relative_to(src).with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             names.update(
                 f"{module}.{node.name}"
                 for node in ast.parse(path.read_text()).body

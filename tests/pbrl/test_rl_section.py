@@ -3,8 +3,8 @@ RL fields are aliases of its keys."""
 
 import pytest
 
+from comlrl.core.commands.launch import algorithm_config
 from comlrl.core.config.yaml_io import apply_overrides
-from comlrl.core.launch import algorithm_config
 from comlrl.pbrl import MARLHFConfig, MARLHFIterConfig, MARLHFTrainer
 
 from .helpers import FAST, PROMPTS, ratio_reward, two_agents

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from comlrl.core.algos.policy_losses import gspo_loss
+from comlrl.core.algos.ratio import SEQUENCE_LOG_RATIO_MAX
 from comlrl.core.logprobs import TokenLogprobs
-from comlrl.core.policy_losses import gspo_loss
-from comlrl.core.ratio import SEQUENCE_LOG_RATIO_MAX
 from comlrl.reinforce import MAGRPOConfig
 from comlrl.reinforce.losses import row_weights
 

@@ -203,7 +203,7 @@ def test_hf_takes_only_its_own_options():
 
 
 def test_run_file_rollout_section_sets_the_fields():
-    from comlrl.core.launch import algorithm_config
+    from comlrl.core.commands.launch import algorithm_config
     from comlrl.reinforce import MAGRPOConfig
 
     run = {"rollout": {"backend": "hf"}, "magrpo": {"num_generations": 2}}

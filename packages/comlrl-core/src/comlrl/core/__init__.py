@@ -34,7 +34,24 @@ MOVED_MODULES = {
     "comlrl.core.devices": "comlrl.core.placement.devices",
     **{
         f"comlrl.core.{name}": f"comlrl.core.loop.{name}"
-        for name in ("trainer", "buffer", "algorithm", "step_cadence", "epoch_order", "timing")
+        for name in (
+            "trainer",
+            "buffer",
+            "algorithm",
+            "step_cadence",
+            "epoch_order",
+            "timing",
+            "evaluation",
+        )
+    },
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.algos.{name}"
+        for name in ("policy_losses", "ratio", "stats")
+    },
+    "comlrl.core.centralized_layout": "comlrl.core.centralized.layout",
+    **{
+        f"comlrl.core.{name}": f"comlrl.core.commands.{name}"
+        for name in ("launch", "plotting", "run_dir")
     },
     **{
         f"comlrl.core.compat_{name}": f"comlrl.core.compat.{name}"

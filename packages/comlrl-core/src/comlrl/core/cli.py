@@ -17,16 +17,16 @@ import inspect
 import os
 import sys
 
-from comlrl.core.config.redact import redacted_paths
-from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
-from comlrl.core.errors import UserError, is_user_error
-from comlrl.core.launch import (
+from comlrl.core.commands.launch import (
     DEFAULT_RUN,
     RunInterrupted,
     carried_fields,
     locate_resume,
     run_training,
 )
+from comlrl.core.config.redact import redacted_paths
+from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
+from comlrl.core.errors import UserError, is_user_error
 from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
 
 _EPILOG = """examples:
@@ -227,7 +227,7 @@ def _switch_algorithm(
     """Point ``run`` at ``algo``: the current algorithm section moves over, keeping the fields
     the new config has. A default field the new config lacks (MAGRPO's ``num_generations``
     means nothing to MADPO) is dropped, and so is a default that means something else there
-    (:func:`~comlrl.core.launch.carried_fields`); a field the user's run file ``written`` (read
+    (:func:`~comlrl.core.commands.launch.carried_fields`); a field the user's run file ``written`` (read
     from ``source``) sets but the new config lacks is an error that names it, since the run
     would silently ignore it."""
     current = str(run.get("algorithm", "magrpo")).lower()
@@ -299,8 +299,8 @@ def _train(args: argparse.Namespace) -> int:
 
 def _report_monitors(run_dir: str) -> None:
     """The monitors' summary line and, when one stopped the run, how to continue it."""
+    from comlrl.core.commands.run_dir import resume_command
     from comlrl.core.monitors.service import read_summary, summary_line
-    from comlrl.core.run_dir import resume_command
 
     summary = read_summary(run_dir)
     if summary is None:
@@ -333,7 +333,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from comlrl.core.plotting import default_output, plot_runs
+    from comlrl.core.commands.plotting import default_output, plot_runs
 
     out = args.out or default_output(args.runs)
     plot_runs(args.runs, out=out, metrics=args.metrics)

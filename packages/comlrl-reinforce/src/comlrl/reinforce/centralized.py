@@ -18,7 +18,7 @@ from comlrl.core.centralized import (
     centralize,
     check_adapter,
 )
-from comlrl.core.centralized_layout import check_parse_mode
+from comlrl.core.centralized.layout import check_parse_mode
 from comlrl.core.config.fields import knob
 from comlrl.core.config.validation import check_int, check_optional_int, normalize_choice
 from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of

@@ -101,8 +101,8 @@ def evaluate_run(
     run: dict[str, Any], agents: list[str], *, samples: int, seed: int, work_dir: str
 ) -> dict[str, Any]:
     """Build the run's trainer around ``agents`` and evaluate every eval item."""
-    from comlrl.core.evaluation import evaluate_policy
-    from comlrl.core.launch import build_trainer
+    from comlrl.core.commands.launch import build_trainer
+    from comlrl.core.loop.evaluation import evaluate_policy
 
     if samples < 1:
         raise ValueError(f"comlrl eval --samples must be at least 1, got {samples}.")

@@ -16,7 +16,7 @@ import random
 from contextlib import AbstractContextManager
 from typing import Any
 
-from comlrl.core import evaluation, loop
+from comlrl.core import loop
 from comlrl.core.checkpoint.trainer_state import Checkpointing
 from comlrl.core.compat.notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
@@ -30,6 +30,7 @@ from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
 from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import (
+    evaluation,
     seed_everything,  # noqa: F401  (re-exported for families)
     step_cadence,
 )

@@ -12,7 +12,7 @@ Core feeds it at three points, so no family writes monitor code:
   tallies, averaged over ranks, the derived monitors (KL acceleration, length drift) added, and
   all of it watched and returned with the update's metrics, so the training record carries it to
   every sink;
-- evaluation (:func:`comlrl.core.evaluation.evaluate`) calls :meth:`Monitors.after_eval`, which
+- evaluation (:func:`comlrl.core.loop.evaluation.evaluate`) calls :meth:`Monitors.after_eval`, which
   adds the train/eval gap to the eval record.
 
 At the end of a run (:meth:`Monitors.summarize`) one log line and ``<run dir>/monitors.json``

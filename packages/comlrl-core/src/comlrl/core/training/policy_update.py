@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
+from comlrl.core.algos.ratio import padded_rows
+from comlrl.core.algos.stats import zscore
 from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
-from comlrl.core.ratio import padded_rows
 from comlrl.core.rollout.record import RolloutGroup
-from comlrl.core.stats import zscore
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.train_step import Target, train_step
 from comlrl.core.training.value_step import ValueRows, value_step
@@ -95,7 +95,7 @@ def turn_row_minibatches(
 ) -> list[tuple[list[tuple[RolloutGroup, int]], list[float]]]:
     """One pass over every completion of ``groups`` as a row ``(group, k)`` with its advantage:
     rows by turn (turns in order); with ``normalize`` each turn's advantages z-scored
-    (:func:`comlrl.core.stats.zscore`) with moments pooled over ranks, one collective of a
+    (:func:`comlrl.core.algos.stats.zscore`) with moments pooled over ranks, one collective of a
     fixed shape (turns ``0..num_turns``) whichever turns this rank's share holds; then each
     turn's rows shuffled by ``rng`` and cut into mini-batches of ``batch_size`` rows, so a
     mini-batch never mixes turns."""

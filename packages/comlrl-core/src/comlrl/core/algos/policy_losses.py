@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from comlrl.core.algos import register_policy_loss
-from comlrl.core.ratio import (
+from comlrl.core.algos.ratio import (
     SEQUENCE_LOG_RATIO_MAX,
     clip_range,
     clipped_surrogate,

@@ -362,11 +362,11 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     """Train as ``run`` describes and return the run directory.
 
     ``resume`` continues a checkpointed run (anything :func:`locate_resume` accepts). Nothing in
-    the run directory changes until every check passed (see :mod:`comlrl.core.run_dir`).
+    the run directory changes until every check passed (see :mod:`comlrl.core.commands.run_dir`).
     Raises :class:`RunInterrupted` when a signal stopped training.
     """
-    from comlrl.core import run_dir as run_files
     from comlrl.core.checkpoint.session import on_checks_passed
+    from comlrl.core.commands import run_dir as run_files
 
     check_run_file(run, DEFAULT_RUN)
     algo = str(run.get("algorithm") or "magrpo").lower()

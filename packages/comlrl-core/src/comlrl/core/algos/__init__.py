@@ -1,6 +1,6 @@
 """Registries of the training math: advantage estimators, policy losses, preference losses.
 
-The registry lives in core, and so do the built-in policy losses (:mod:`comlrl.core.policy_losses`:
+The registry lives in core, and so do the built-in policy losses (:mod:`comlrl.core.algos.policy_losses`:
 every family that trains a policy picks its loss here). The families' own functions (the
 REINFORCE family's advantages, the preference family's DPO losses) register themselves when
 their modules load; core finds those modules, and any third party's, through the entry-point
@@ -58,7 +58,7 @@ _REGISTRIES: dict[str, dict[str, Callable]] = {
     "preference_loss": {},
 }
 # Core's own built-in functions, imported before the entry points.
-_CORE_MODULES = ("comlrl.core.policy_losses",)
+_CORE_MODULES = ("comlrl.core.algos.policy_losses",)
 _loaded_entry_points = False
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from comlrl.core.centralized_layout import (
+from comlrl.core.centralized.layout import (
     ParsedLayout,
     check_parse_mode,
     parse_lenient,
@@ -55,7 +55,7 @@ class TaggedCentralizedComparatorAdapter:
             ``<agent_i>...</agent_i>`` blocks and reads only closed blocks. ``lenient`` ends the
             prompt with role 0's opening tag, so the completion starts inside role 0's section,
             and reads sections loosely (any case and spacing, closing tags optional, see
-            :func:`~comlrl.core.centralized_layout.parse_lenient`); a reward ``R`` then earns
+            :func:`~comlrl.core.centralized.layout.parse_lenient`); a reward ``R`` then earns
             ``low + f·(R - low)``, ``f`` the share of roles whose section was produced and
             ``low`` the reward's declared lower bound (0 when it declares none, see
             :attr:`credits_layout`).
