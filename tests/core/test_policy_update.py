@@ -97,3 +97,25 @@ def test_a_ratio_loss_without_rollout_logprobs_is_refused_by_name():
     require_old_logps(config, [[-0.1], []])  # an empty completion's log-probs are present
     with pytest.raises(ValueError, match=r"policy_loss='ppo'.*1 of 2 samples"):
         require_old_logps(config, [[-0.1], None])
+
+
+def test_the_driver_cuts_groups_or_rows_over_every_pass_and_names_a_wrong_unit():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from comlrl.core.training.policy_update import agent_minibatches
+
+    groups = [_group(t, s, k=3) for s in range(3) for t in (0, 1)]
+    for g in groups:
+        g.advantages = [0.0, 1.0, 2.0]
+    args = SimpleNamespace(
+        train_batch_size=2, num_iterations=2, advantage_normalization=False, num_turns=1
+    )
+    trainer = SimpleNamespace(args=args, sync=_OneRank())
+    by_group = agent_minibatches(trainer, groups, "group", random.Random(0))
+    assert sum(len(b) for b in by_group) == 2 * len(groups)  # two passes of groups
+    by_row = agent_minibatches(trainer, groups, "row", random.Random(0))
+    assert sum(len(rows) for rows, _ in by_row) == 2 * 3 * len(groups)  # two passes of rows
+    with pytest.raises(ValueError, match=r"unit must be one of \['group', 'row'\]"):
+        agent_minibatches(trainer, groups, "token", random.Random(0))

@@ -1,11 +1,14 @@
-"""The update half of a policy family's step, owned by core: every agent's passes over its
-share of a drained buffer, mini-batches by turn in a seeded shuffle, and one optimizer step
-per mini-batch on the registered policy loss that ``policy_loss`` names.
+"""The update half of a policy family's step, owned by core (:func:`update_policies`, the one
+update driver): every agent's passes over its share of a drained buffer, mini-batches by turn
+in a seeded shuffle, one optimizer step per mini-batch on the registered policy loss that
+``policy_loss`` names and, for a family with a critic, the critic's step on the same
+mini-batch (:mod:`comlrl.core.training.value_step`).
 
 A family contributes what its math says about a mini-batch (:class:`PolicyRows`: each
 completion's advantage and its weight in the loss, plus an optional extra loss term such as a
-KL to the reference); core scores the rows with the log-prob engine at the sampler's
-temperature, forms the ratio inputs, calls the loss and runs :func:`~comlrl.core.training.train_step`.
+KL to the reference; with a critic, its value rows); core scores the rows with the log-prob
+engine at the sampler's temperature, forms the ratio inputs, calls the loss and runs
+:func:`~comlrl.core.training.train_step.train_step`.
 """
 
 from __future__ import annotations
