@@ -286,9 +286,7 @@ class IACTrainer(ActorCriticTrainerBase):
                 tok.save_pretrained(critic_dir)
             else:
                 save_value_head(self.value_heads[i], path)
-        logger = getattr(self, "logger", None)
-        if logger is not None and logger.wandb is not None:
-            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+        self.reporting.note_saved_model(output_dir)
 
     def checkpoint_tokenizers(self) -> dict[str, Any]:
         """Each agent's tokenizer, saved with its actor and with its critic (which reads it)."""

@@ -285,9 +285,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         critic_dir = os.path.join(output_dir, "critic")
         save_value_model(self.critic, critic_dir)
         self.tokenizers[0].save_pretrained(critic_dir)
-        logger = getattr(self, "logger", None)
-        if logger is not None and logger.wandb is not None:
-            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+        self.reporting.note_saved_model(output_dir)
 
     def checkpoint_tokenizers(self) -> dict[str, Any]:
         """Each actor's tokenizer, and agent 0's with the critic (it reads the joint text)."""

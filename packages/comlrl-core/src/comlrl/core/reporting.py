@@ -86,6 +86,12 @@ class Reporting:
         return self.logger
 
     # ----------------------------------------------------------------- records
+    def note_saved_model(self, output_dir: Any) -> None:
+        """Tell the sinks with a run of their own where the final models were saved
+        (``final_model_saved``, as 1.4.3 logged to W&B); nothing before a logger exists."""
+        if self.logger is not None:
+            self.logger.note({"final_model_saved": str(output_dir)}, self.trainer.env_step)
+
     def log_metrics(
         self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
     ) -> None:

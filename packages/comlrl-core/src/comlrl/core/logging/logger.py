@@ -88,6 +88,16 @@ class MetricLogger:
         for sink in self.sinks.values():
             sink.write(metrics, step)
 
+    def note(self, values: dict[str, Any], step: int) -> None:
+        """Send ``values`` to the sinks with a run of their own (those with ``finish``, such as
+        W&B) only: notes about the run (where its models were saved) that the metrics file,
+        which holds numbers, leaves out."""
+        if not self.enabled or not values:
+            return
+        for sink in self.sinks.values():
+            if callable(getattr(sink, "finish", None)):
+                sink.write(values, max(int(step), self.last_step))
+
     def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
         """Append sampled completions that belong to the metrics record just written at
         ``step``, and log them as a table to W&B and to every sink with a ``log_table`` method

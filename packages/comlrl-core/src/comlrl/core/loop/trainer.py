@@ -477,6 +477,4 @@ class TrainerBase:
             path = os.path.join(output_dir, f"agent_{i}")
             model.save_pretrained(path)
             tok.save_pretrained(path)
-        logger = self.reporting.logger
-        if logger is not None and logger.wandb is not None:
-            logger.log({"final_model_saved": str(output_dir)}, self.env_step)
+        self.reporting.note_saved_model(output_dir)
