@@ -306,18 +306,14 @@ def test_drift_record_metrics_and_wandb_plots():
     assert metrics["iter/selected_reward_distribution/pair_count"] == 1.0
     assert "iter/selected_reward_distribution/comparator_mean" not in metrics  # no samples
 
-    class Html:
-        def __init__(self, text):
-            self.text = text
-
-    plots = drift.wandb_plots(record, Html)
+    plots = drift.html_plots(record)
     assert set(plots) == {
         f"iter/{ns}/iteration_0003/{kind}_plot"
         for ns in ("reward_distribution", "selected_reward_distribution")
         for kind in ("line", "bar")
     }
     for value in plots.values():
-        root = ET.fromstring(value.text)
+        root = ET.fromstring(value)
         assert root.attrib["width"] == "240" and root.attrib["height"] == "80"
 
 

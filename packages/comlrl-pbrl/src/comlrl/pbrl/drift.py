@@ -252,9 +252,9 @@ def write_iteration(directory: str, record: dict[str, Any]) -> tuple[str, ...]:
     return written
 
 
-def wandb_plots(record: dict[str, Any], html_cls) -> dict[str, Any]:
-    """W&B entries ``{ns}/iteration_NNNN/line_plot`` and ``.../bar_plot`` (``html_cls`` is
-    ``wandb.Html``)."""
+def html_plots(record: dict[str, Any]) -> dict[str, str]:
+    """The iteration's histograms as SVG text under ``{ns}/iteration_NNNN/line_plot`` and
+    ``.../bar_plot``, for the sinks that show figures (W&B)."""
     it = int(record["iteration"])
     out = {}
     for section, ns in (
@@ -262,7 +262,5 @@ def wandb_plots(record: dict[str, Any], html_cls) -> dict[str, Any]:
         ("selected", "iter/selected_reward_distribution"),
     ):
         for kind in ("line", "bar"):
-            out[f"{ns}/iteration_{it:04d}/{kind}_plot"] = html_cls(
-                histogram_svg(record, section, kind)
-            )
+            out[f"{ns}/iteration_{it:04d}/{kind}_plot"] = histogram_svg(record, section, kind)
     return out

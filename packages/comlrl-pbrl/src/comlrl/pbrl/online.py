@@ -207,12 +207,8 @@ class OnlineIterations:
             if t.is_main_process:
                 drift.write_iteration(run_subdir(t, None, "reward_distributions"), record)
             metrics.update(drift.summary_metrics(record))
-            sink = t.reporting.ensure_logger().wandb
-            if sink is not None:
-                import wandb
-
-                step = max(t.env_step, t.logger.last_step)
-                sink.write(drift.wandb_plots(record, wandb.Html), step)
+            logger = t.reporting.ensure_logger()
+            logger.log_html(drift.html_plots(record), max(t.env_step, logger.last_step))
         t.reporting.log_record(metrics)
 
     # ------------------------------------------------------------------ resumable state

@@ -98,6 +98,15 @@ class MetricLogger:
             if callable(getattr(sink, "finish", None)):
                 sink.write(values, max(int(step), self.last_step))
 
+    def log_html(self, figures: dict[str, str], step: int) -> None:
+        """Send figures (HTML or SVG text by key) to every sink with a ``log_html`` method; the
+        metrics file, which holds numbers, leaves them out."""
+        if not self.enabled or not figures:
+            return
+        for sink in self.sinks.values():
+            if callable(getattr(sink, "log_html", None)):
+                sink.log_html(figures, max(int(step), self.last_step))
+
     def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
         """Append sampled completions that belong to the metrics record just written at
         ``step``, and log them as a table to W&B and to every sink with a ``log_table`` method

@@ -81,6 +81,11 @@ class WandbSink:
         self.start()
         self.run.log({key: self._wandb.Table(columns=columns, data=data)}, step=int(step))
 
+    def log_html(self, figures: dict[str, str], step: int) -> None:
+        """Log each HTML or SVG text of ``figures`` as a ``wandb.Html`` under its key."""
+        self.start()
+        self.run.log({key: self._wandb.Html(text) for key, text in figures.items()}, step=int(step))
+
     def close(self) -> None:
         """Nothing to release until :meth:`finish`: the run outlives ``train()``."""
 
