@@ -69,7 +69,7 @@ class MetricLogger:
 
     @property
     def wandb(self) -> Sink | None:
-        """The W&B sink when ``report_to`` names it (for W&B-only media such as HTML plots)."""
+        """The W&B sink when ``report_to`` names it (its run id is the one checkpoints keep)."""
         return self.sinks.get("wandb")
 
     @property
