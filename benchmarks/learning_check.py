@@ -4,9 +4,9 @@ A before/after tool for one machine (per-seed numbers differ between CPUs); the 
 table's re-run check against its published spread is ``python -m benchmarks.learning check``.
 
 The optimizations must not change what MAGRPO learns. This runs ``comlrl train``'s default run
-(MAGRPO, two tiny agents, length ratio; see ``comlrl.core.commands.launch.DEFAULT_RUN``) with seed 0 and
-prints the mean training reward over the first and last quarter of the logged steps and the
-last eval reward. Compare the numbers before and after a change to the hot paths.
+(MAGRPO, two tiny agents, length ratio; see ``comlrl.core.commands.launch.DEFAULT_RUN``) with seed 0
+and prints the mean training reward over the first and last quarter of the logged steps and the last
+eval reward. Compare the numbers before and after a change to the hot paths.
 
 Usage: ``uv run --frozen python -m benchmarks.learning_check [--seed 0] [--json OUT]``
 """

@@ -1,13 +1,12 @@
 """Mixed-adapter batches against one forward per agent, for N agents on one base.
 
 With ``peft_config`` and one base, every agent is an adapter of one shared model
-(:class:`comlrl.core.models.adapters.SharedBase`). Its inference-time work (sampling, and the no-grad
-scoring of rollout and reference log-probs) can run either as one call per agent, each with its
-adapter active, or as one *mixed* call over every agent's rows, each row through its own
-adapter (peft's ``adapter_names``: the base layers run once over all rows, each adapter over
-its own rows). Training forwards cannot be mixed (peft refuses ``adapter_names`` in training
-mode). This benchmark times both ways in one process, on one model, and checks that they give
-the same log-probs:
+(:class:`comlrl.core.models.adapters.SharedBase`). Its inference-time work (sampling, and the
+no-grad scoring of rollout and reference log-probs) can run either as one call per agent, each with
+its adapter active, or as one *mixed* call over every agent's rows, each row through its own adapter
+(peft's ``adapter_names``: the base layers run once over all rows, each adapter over its own rows).
+Training forwards cannot be mixed (peft refuses ``adapter_names`` in training mode). This benchmark
+times both ways in one process, on one model, and checks that they give the same log-probs:
 
     uv run --frozen python -m benchmarks mixed_adapters [--agents 2 4] [--model DIR]
 

@@ -1,10 +1,10 @@
 """Learning of the preference family on the length-ratio demo, scored after training.
 
 Each named run trains two tiny agents on the length-ratio task (``comlrl train``'s default run,
-``comlrl.core.commands.launch.DEFAULT_RUN``, with the algorithm and section given below), then scores the
-final agents on 192 joint samples: 24 prompts (the 20 built-in training topics, 16 of them seen
-in training, and the 4 eval topics) x 8 aligned samples each, seeded per prompt and agent, with
-the training sampling settings. The untrained agents score about 0.35.
+``comlrl.core.commands.launch.DEFAULT_RUN``, with the algorithm and section given below), then
+scores the final agents on 192 joint samples: 24 prompts (the 20 built-in training topics, 16 of
+them seen in training, and the 4 eval topics) x 8 aligned samples each, seeded per prompt and agent,
+with the training sampling settings. The untrained agents score about 0.35.
 
 It also reports what explains the score: the preference pairs (how many, how many items tied,
 the reward gap, the winners' and losers' lengths per agent), the last DPO accuracy, and for

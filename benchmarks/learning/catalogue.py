@@ -1,8 +1,8 @@
 """The runs of the learning benchmark: which algorithm, which settings, on which tasks.
 
 Each entry names a registered algorithm and the fields its section sets on top of the demo
-set-up (``comlrl.core.commands.launch.DEFAULT_RUN``). Algorithm rows run on every task; menu rows (one
-registered option each) run on length ratio only and report their sample efficiency.
+set-up (``comlrl.core.commands.launch.DEFAULT_RUN``). Algorithm rows run on every task; menu
+rows (one registered option each) run on length ratio only and report their sample efficiency.
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def example_section(spec: RunSpec) -> tuple[dict[str, Any], str]:
 def defaults_section(algorithm: str) -> dict[str, Any]:
     """The section of a defaults row: the demo's MAGRPO section, keeping only the fields
     ``algorithm``'s config carries over, as ``comlrl train --algo`` moves it
-    (:func:`comlrl.core.commands.launch.carried_fields`): an iterative trainer keeps its own epochs per
-    iteration, because the demo's 6 epochs are its whole budget, which the iterative trainers'
+    (:func:`comlrl.core.commands.launch.carried_fields`): an iterative trainer keeps its own epochs
+    per iteration, because the demo's 6 epochs are its whole budget, which the iterative trainers'
     default 6 iterations already spend (6 epochs in every iteration would be 36 passes, and
     MADPOIter overshoots the length ratio: docs/learning.md measures it).
     """

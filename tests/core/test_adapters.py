@@ -1,5 +1,5 @@
-"""N agents on one base (comlrl.core.models.adapters): gradients equal separate per-agent runs, and the
-parameters of 4 agents take at most 1.3x those of one."""
+"""N agents on one base (comlrl.core.models.adapters): gradients equal separate per-agent runs,
+and the parameters of 4 agents take at most 1.3x those of one."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.optim import build_adamw
-from comlrl.core.training.policy_update import update_policies
+from comlrl.core.training.policy_update import mean_or_nan, update_policies
 from comlrl.core.training.precision import master_weights
 from comlrl.core.training.value_step import value_step
 
@@ -238,7 +238,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         for i, st in enumerate(stats):
             named = actor_critic_stats(st, critic=False)
             metrics.update({f"agent_{i}/{k}": v for k, v in named.items()})
-        metrics["critic/critic_loss"] = _mean(passes)
+        metrics["critic/critic_loss"] = mean_or_nan(passes)
         metrics["critic/value_mean"] = float(np.mean([s.old_value for s in joint]))
         metrics["critic/explained_variance"] = explained_variance(
             [s.old_value for s in joint], [s.target for s in joint]
@@ -272,7 +272,7 @@ class MAACTrainer(ActorCriticTrainerBase):
             )
             if err is not None:
                 errors.append(err)
-        return _mean(errors)
+        return mean_or_nan(errors)
 
     # ------------------------------------------------------------------ saving and state
     def save_model(self, output_dir: str) -> None:
@@ -298,8 +298,3 @@ class MAACTrainer(ActorCriticTrainerBase):
         models: dict[str, Any] = {f"agent_{i}": m for i, m in enumerate(self.agents)}
         models["critic"] = self.critic
         return models
-
-
-def _mean(values: list[float]) -> float:
-    """The mean, or NaN where every step was skipped."""
-    return float(np.mean(values)) if values else float("nan")

@@ -227,8 +227,8 @@ def _switch_algorithm(
     """Point ``run`` at ``algo``: the current algorithm section moves over, keeping the fields
     the new config has. A default field the new config lacks (MAGRPO's ``num_generations``
     means nothing to MADPO) is dropped, and so is a default that means something else there
-    (:func:`~comlrl.core.commands.launch.carried_fields`); a field the user's run file ``written`` (read
-    from ``source``) sets but the new config lacks is an error that names it, since the run
+    (:func:`~comlrl.core.commands.launch.carried_fields`); a field the user's run file ``written``
+    (read from ``source``) sets but the new config lacks is an error that names it, since the run
     would silently ignore it."""
     current = str(run.get("algorithm", "magrpo")).lower()
     if algo != current:

@@ -192,6 +192,6 @@ def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
 def batch_normalize(
     advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
 ) -> torch.Tensor:
-    """Z-score over a whole update batch (REINFORCE++ style); see :func:`comlrl.core.algos.stats.zscore`
-    for ``moments`` and the edge rule."""
+    """Z-score over a whole update batch (REINFORCE++ style); see
+    :func:`comlrl.core.algos.stats.zscore` for ``moments`` and the edge rule."""
     return zscore(advantages, moments)

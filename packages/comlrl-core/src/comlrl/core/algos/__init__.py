@@ -1,11 +1,11 @@
 """Registries of the training math: advantage estimators, policy losses, preference losses.
 
-The registry lives in core, and so do the built-in policy losses (:mod:`comlrl.core.algos.policy_losses`:
-every family that trains a policy picks its loss here). The families' own functions (the
-REINFORCE family's advantages, the preference family's DPO losses) register themselves when
-their modules load; core finds those modules, and any third party's, through the entry-point
-group ``comlrl.algos``, naming no family module itself. A package adds its own functions by
-listing a module that calls the ``register_*`` decorators::
+The registry lives in core, and so do the built-in policy losses
+(:mod:`comlrl.core.algos.policy_losses`: every family that trains a policy picks its loss here). The
+families' own functions (the REINFORCE family's advantages, the preference family's DPO losses)
+register themselves when their modules load; core finds those modules, and any third party's,
+through the entry-point group ``comlrl.algos``, naming no family module itself. A package adds its
+own functions by listing a module that calls the ``register_*`` decorators::
 
     [project.entry-points."comlrl.algos"]
     my_losses = "my_package.losses"

@@ -1,7 +1,9 @@
-"""``DeviceScheduler``: CoMLRL 1.4.3's device-resolution entry point, over :mod:`comlrl.core.placement.devices`.
+"""``DeviceScheduler``: CoMLRL 1.4.3's device-resolution entry point, over
+:mod:`comlrl.core.placement.devices`.
 
-The trainers here resolve devices through ``comlrl.core.placement.devices`` directly; this class keeps the
-1.4.3 spelling (static methods, a ``kind`` keyword naming the field) for user code that calls it.
+The trainers here resolve devices through ``comlrl.core.placement.devices`` directly; this class
+keeps the 1.4.3 spelling (static methods, a ``kind`` keyword naming the field) for user code that
+calls it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """CoMLRL 1.4.3's public reference-KL and sequence-scoring helpers, for user code that called
 them directly.
 
-The trainers here build and score their reference models through :mod:`comlrl.core.models.reference`;
-these functions keep the 1.4.3 call shapes on top of the same pieces.
+The trainers here build and score their reference models through
+:mod:`comlrl.core.models.reference`; these functions keep the 1.4.3 call shapes on top of the
+same pieces.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ sink's own mapping (W&B's is the run's ``wandb_config``; ``sink_options`` gives 
 
 Besides ``write`` and ``close`` a sink may have ``log_table(key, columns, data, step)`` (tables of
 sampled completions), ``log_html(figures, step)`` (figures as HTML or SVG text, by key: the
-preference family's reward histograms), ``start(resume_id) -> run id`` (a sink with a run of its own, opened when
-training starts, whose id checkpoints keep so a resumed run continues it) and ``finish()`` (such
-a run outlives ``close``, which only ends a ``train()`` call, until ``finish``).
+preference family's reward histograms), ``start(resume_id) -> run id`` (a sink with a run of
+its own, opened when training starts, whose id checkpoints keep so a resumed run continues it)
+and ``finish()`` (such a run outlives ``close``, which only ends a ``train()`` call, until
+``finish``).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def last_token_values(
     body: nn.Module, head: nn.Module, rows: Sequence[Sequence[int]], pad_id: int
 ) -> torch.Tensor:
     """Values at the last token of each row in one left-padded forward of ``body`` (see
-    :func:`comlrl.core.models.backbone.backbone_of`). Gradients flow unless called under ``no_grad``."""
+    :func:`comlrl.core.models.backbone.backbone_of`). Gradients flow unless called under
+    ``no_grad``."""
     if not rows:
         return torch.zeros(0)
     device = next(body.parameters()).device

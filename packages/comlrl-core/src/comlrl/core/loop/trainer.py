@@ -379,7 +379,8 @@ class TrainerBase:
         return 1
 
     def collect(self, unit):
-        """Roll out ``unit`` and return its experience (a :class:`~comlrl.core.loop.buffer.Batch`)."""
+        """Roll out ``unit`` and return its experience (a
+        :class:`~comlrl.core.loop.buffer.Batch`)."""
         raise NotImplementedError
 
     def update(self, batch) -> dict[str, float] | None:

@@ -153,7 +153,8 @@ class IndexedWorkers(AgentWorkers):
     never depends on thread timing)."""
 
     def map(self, fn, args=None):
-        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)`` runs."""
+        """Like :meth:`AgentWorkers.map`; ``current_worker()`` is ``i`` while ``fn(i, ...)``
+        runs."""
 
         def run(i, arg):
             previous = current_worker()

@@ -54,16 +54,22 @@ def agent_reward_metrics(
     }
 
 
+def _record_groups(samples: Any) -> list[list[Any]]:
+    """Each agent's rollout groups of an update's samples; empty where the samples are not
+    rollout groups (preference pairs)."""
+    return [
+        [g for g in groups if hasattr(g, "node_reward")]
+        for groups in samples or ()
+        if isinstance(groups, (list, tuple))
+    ]
+
+
 def record_reward_metrics(samples: Any) -> dict[str, float]:
     """Each agent's mean own reward per turn over an update's rollout record
     (``samples[agent]`` lists that agent's rollout groups); empty when rewards are shared or
     the update's samples are not rollout groups (preference pairs)."""
     entries = [
-        (g.agent, g.turn, g.own_reward)
-        for groups in samples or ()
-        if isinstance(groups, (list, tuple))
-        for g in groups
-        if hasattr(g, "own_reward")
+        (g.agent, g.turn, g.own_reward) for groups in _record_groups(samples) for g in groups
     ]
     return agent_reward_metrics(entries)
 
@@ -74,16 +80,6 @@ def node_agent_reward_mean(node, agent: int) -> float | None:
     if not node.per_agent:
         return None
     return float(np.mean([row[agent] for row in node.agent_rewards]))
-
-
-def _record_groups(samples: Any) -> list[list[Any]]:
-    """Each agent's rollout groups of an update's samples; empty where the samples are not
-    rollout groups (preference pairs)."""
-    return [
-        [g for g in groups if hasattr(g, "node_reward")]
-        for groups in samples or ()
-        if isinstance(groups, (list, tuple))
-    ]
 
 
 def turn_metrics(samples: Any, over: str | None, config: Any) -> dict[str, float]:

@@ -302,14 +302,14 @@ def update_policies(
                     if err is not None:
                         errors.append(err)
         return {
-            "loss": _mean(losses),
-            "grad_norm": _mean(norms),
-            **{key: _mean(values) for key, values in extra.items()},
+            "loss": mean_or_nan(losses),
+            "grad_norm": mean_or_nan(norms),
+            **{key: mean_or_nan(values) for key, values in extra.items()},
         }
 
     return trainer.workers.map(run, list(zip(per_agent, seeds, reported)))
 
 
-def _mean(values: Sequence[float]) -> float:
-    """The mean, or NaN where every step was skipped."""
+def mean_or_nan(values: Sequence[float]) -> float:
+    """The mean of steps' values, or NaN where every step was skipped."""
     return float(np.mean(values)) if values else float("nan")
