@@ -12,6 +12,7 @@ from comlrl.core.task import TaskSpec
 from comlrl.tasks.coding.task import TASK as CODING
 from comlrl.tasks.completion.task import TASK as COMPLETION
 from comlrl.tasks.sandbox import ExecJob, SandboxError, SandboxLimits, TestSnippet, run_job
+from comlrl.tasks.sandbox.cgroup import find_parent
 from tests.tasks.helpers import FAST_LIMITS, fast_limits
 
 JOB = ExecJob(setup="def f():\n    return 1", tests=(TestSnippet("assert f() == 1"),))
@@ -19,6 +20,13 @@ JOB = ExecJob(setup="def f():\n    return 1", tests=(TestSnippet("assert f() == 
 
 def _this_machine() -> isolation.Plan:
     return isolation.probe_layers(True, True)
+
+
+def _missing_here() -> dict:
+    """What this machine lacks: the probe's findings and, parent-side, the run cgroup."""
+    missing = dict(_this_machine().missing)
+    why = find_parent(None)[1]
+    return {**missing, "cgroup": why} if why else missing
 
 
 @pytest.fixture
@@ -37,14 +45,14 @@ def os_without_layers(monkeypatch, fresh_warnings):
 
 
 def test_this_machine_applies_every_layer_or_warns_about_it(fresh_warnings):
-    plan = _this_machine()
+    missing = _missing_here()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_job(JOB, fast_limits())
     assert result.passed == 1
     named = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    if plan.missing:
-        assert len(named) == 1 and all(f"[{layer}:" in named[0] for layer in plan.missing)
+    if missing:
+        assert len(named) == 1 and all(f"[{layer}:" in named[0] for layer in missing)
     else:
         assert named == []
         assert result.layers["hide_tree"] and result.layers["privileges"]
@@ -73,12 +81,22 @@ def test_strict_refuses_before_any_code_runs(os_without_layers, monkeypatch):
     assert started == []
 
 
-def test_strict_runs_when_every_layer_is_there(fresh_warnings):
-    if _this_machine().missing:
+def test_strict_runs_when_every_required_layer_is_there(fresh_warnings):
+    # The run cgroup is not required: seccomp's refusals stand in for it.
+    if set(_missing_here()) - isolation.NOT_REQUIRED:
         with pytest.raises(SandboxError, match="strict"):
             run_job(JOB, fast_limits(strict=True))
     else:
         assert run_job(JOB, fast_limits(strict=True)).passed == 1
+
+
+def test_strict_without_a_run_cgroup_still_runs_and_warns(monkeypatch, fresh_warnings):
+    if _this_machine().missing:
+        pytest.skip(f"this machine lacks required layers: {sorted(_this_machine().missing)}")
+    monkeypatch.setattr(isolation, "find_parent", lambda parent: ("", "no cgroup v2 here"))
+    with pytest.warns(RuntimeWarning, match=r"\[cgroup: no cgroup v2 here\]"):
+        result = run_job(JOB, fast_limits(strict=True, cgroup_parent="/nowhere"))
+    assert result.passed == 1
 
 
 def test_strict_with_a_layer_turned_off_is_a_config_error():

@@ -85,15 +85,18 @@ def test_the_worker_filter_refuses_what_reaches_past_the_worker():
         "t = threading.Thread(target=lambda: None)\n"
         "t.start()\n"
         "t.join()\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os._exit(7)\n"
-        "found['fork'] = os.waitpid(pid, 0)[1] >> 8\n"
+        "found['thread'] = 'ok'\n"
+        "probe('fork', os.fork)\n"
+        "probe('memfd', lambda: os.memfd_create('x'))\n"
+        "probe('unix', lambda: socket.socketpair(socket.AF_UNIX))\n"
+        "probe('netlink', lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW))\n"
         "def f():\n    return found"
     )
-    denied = ("unshare", "ptrace", "mount", "setown", "pidfd_open", "kill_judge")
+    setup = setup.replace("import ctypes,", "import socket, ctypes,", 1)
+    denied = ("unshare", "ptrace", "mount", "setown", "pidfd_open", "kill_judge", "fork")
+    denied += ("memfd", "netlink")
     expected = {**dict.fromkeys(denied, "EPERM"), "kill_self": "ok", "kill_group": "ok"}
-    _expect(setup, {**expected, "fork": 7})
+    _expect(setup, {**expected, "thread": "ok", "unix": "ok"})
 
 
 def test_landlock_scope_alone_keeps_signals_from_the_judge(monkeypatch):

@@ -8,8 +8,13 @@ from comlrl.tasks.coding.reward import CodingScorer
 from comlrl.tasks.common.code_text import extract_code
 from comlrl.tasks.common.lookup import ItemIndex
 from comlrl.tasks.common.transitions import make_transition
+from comlrl.tasks.sandbox._verdict import text as bounded_text
 
 _MAX_FAILURES = 5
+# A feedback prompt stays far under 1 MB whatever the sample sent or raised: its previous code
+# and each diagnostic line are cut (and made valid UTF-8, which a tokenizer needs).
+_MAX_CODE_CHARS = 100_000
+_MAX_LINE_CHARS = 1_000
 
 
 def _closing(name: str) -> str:
@@ -22,8 +27,9 @@ def _closing(name: str) -> str:
 def _compose(instruction: str, previous: str, sections: list[str], name: str, options: dict) -> str:
     parts = [instruction] if options.get("original_prompt", True) else []
     if options.get("previous_response", True):
-        parts.append(f"Your previous code:\n{extract_code(previous) or '(empty)'}")
-    parts += sections
+        code = bounded_text(extract_code(previous) or "(empty)", _MAX_CODE_CHARS)
+        parts.append(f"Your previous code:\n{code}")
+    parts += [bounded_text(section, _MAX_LINE_CHARS * 40) for section in sections]
     parts.append(_closing(name))
     return "\n\n".join(parts)
 
@@ -50,16 +56,14 @@ def diagnostics(
     if result is not None:
         shared.append(f"Tests: {int(row['tests_passed'])}/{int(row['tests_total'])} passed")
         if result.status == "setup_error":
-            shared.append(
-                f"- the code failed before the tests ran: {result.setup_error_type}: "
-                f"{result.setup_error}"
-            )
+            line = f"- the code failed before the tests ran: {result.setup_error_type}: "
+            shared.append(bounded_text(line + f"{result.setup_error}", _MAX_LINE_CHARS))
         elif result.status in ("killed", "crashed"):
             shared.append("- the run was stopped by the sandbox (time or memory limit)")
         failing = [t for t in result.tests if not t.passed]
         for outcome in failing[:_MAX_FAILURES]:
             detail = f"{outcome.error_type}: {outcome.message}" if outcome.error_type else "failed"
-            shared.append(f"- FAILED `{outcome.name}` -> {detail}")
+            shared.append(bounded_text(f"- FAILED `{outcome.name}` -> {detail}", _MAX_LINE_CHARS))
         if len(failing) > _MAX_FAILURES:
             shared.append(f"- ... and {len(failing) - _MAX_FAILURES} more failing tests")
     main_only = []

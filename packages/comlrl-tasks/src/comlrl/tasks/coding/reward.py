@@ -27,6 +27,7 @@ from comlrl.tasks.common.code_text import (
     extract_code,
     has_any_function_with_return,
     import_lines,
+    prompt_context,
     syntax_error,
 )
 from comlrl.tasks.sandbox import ExecJob, ExecResult, SandboxPool
@@ -72,8 +73,10 @@ def _empty() -> dict:
 
 
 def combine(item: dict, aux_code: str, main_code: str) -> str:
-    """The program the tests run against: the prompt's imports, then aux, then main."""
-    parts = [import_lines(item["prompt"]), aux_code, main_code]
+    """The program the tests run against: the prompt's imports (and its helper definitions,
+    when it has any), then aux, then main."""
+    head = prompt_context(item["prompt"], item["entry_point"]) or import_lines(item["prompt"])
+    parts = [head, aux_code, main_code]
     return "\n\n".join(p for p in parts if p.strip()) + "\n"
 
 
@@ -107,7 +110,9 @@ class CodingScorer:
         out["syntax_ok"], out["level2"] = 1.0, SYNTAX_OK
         tests = slice_tests(test_snippets(item["test"], entry), test_limit)
         out["tests_total"] = float(sum(1 for t in tests if t.counts))
-        job = ExecJob(setup=program, tests=tuple(tests), entry_point=entry)
+        # The prompt's helpers also run in the judge: the tests call those, not the sample's.
+        context = prompt_context(item["prompt"], entry)
+        job = ExecJob(setup=program, tests=tuple(tests), entry_point=entry, context=context)
         return Prepared(out, job, usage)
 
     @staticmethod

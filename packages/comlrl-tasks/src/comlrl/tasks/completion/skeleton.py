@@ -8,7 +8,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from comlrl.tasks.common.code_text import extract_code
+from comlrl.tasks.common.code_text import extract_code, parse_code
 
 ASSIGNMENT_MODES = ("arity", "round_robin")
 
@@ -94,24 +94,19 @@ def parse_agent_methods(text: str) -> AgentMethods:
     """Methods found in one agent's answer (markdown fences and a class wrapper are allowed)."""
     code = textwrap.dedent(extract_code(text))
     found = AgentMethods()
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        tree = None
+    tree, _ = parse_code(code)
     if tree is not None:
         for node in _defs_in(tree):
             found.methods[node.name] = node
         return found
     for chunk in _chunks(code):
         name_match = re.match(r"\s*(?:async\s+)?def\s+(\w+)", chunk)
-        try:
-            defs = _defs_in(ast.parse(chunk))
-        except (SyntaxError, ValueError) as exc:
+        chunk_tree, exc = parse_code(chunk)
+        if chunk_tree is None:
             if name_match:
-                msg = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-                line = exc.lineno if isinstance(exc, SyntaxError) else None
-                found.broken[name_match.group(1)] = f"line {line} of that method: {msg}"
+                found.broken[name_match.group(1)] = f"line {exc.lineno} of that method: {exc.msg}"
             continue
+        defs = _defs_in(chunk_tree)
         for node in defs:
             found.methods[node.name] = node
     return found

@@ -1,10 +1,16 @@
 """The audit-hook guard of the sandbox worker (stdlib only).
 
-A Python-level layer under the OS ones: it refuses sockets, process creation, signals, frame
-and heap introspection, writes outside the work dir and reads outside the allowed roots.
+A Python-level convenience on top of the OS layers (the seccomp filter and Landlock are the
+wall): it refuses sockets, process creation, signals, ``ctypes``, writes outside the work dir
+and reads outside the allowed roots with a clear ``PermissionError``. Its state is bound into
+the hook's default arguments when it is installed, never read from module globals, and the
+hook refuses what would reach or rewrite it from inside (heap walks, trace functions, swapping
+a function's code or defaults), so the generated code cannot easily switch it off.
 """
 
 import os
+import pathlib
+import stat
 import sys
 
 _BLOCKED_EVENTS = frozenset(
@@ -32,8 +38,17 @@ _BLOCKED_EVENTS = frozenset(
         "resource.setrlimit",
         "resource.prlimit",
         "webbrowser.open",
+        # What would find the hook or rewrite its state: heap walks, and trace functions
+        # (through which a frame's locals can be written back).
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
     }
 )
+# Function attributes that, rewritten, would change what an existing function does.
+_FROZEN_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _BLOCKED_IMPORTS = frozenset(
     {
         "ctypes",
@@ -69,59 +84,134 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 _READ_EVENTS = {"os.listdir": 0, "os.scandir": 0}
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+# Path classes whose objects the hook converts itself (their class's own code, not the
+# sample's); compared by identity, since hashing a class can run its metaclass's code.
+_PATH_TYPES = (pathlib.PurePosixPath, pathlib.PosixPath)
+
+
+def _realpath(
+    path, lstat=os.lstat, readlink=os.readlink, getcwd=os.getcwd, islink=stat.S_ISLNK,
+    reversed=reversed, oserror=OSError,
+):  # fmt: skip
+    """``path`` with every symlink resolved, using only C functions bound at import.
+
+    ``os.path.realpath`` is Python code reading module globals the sample could replace.
+    Returns "" (beneath no root) after 40 links, like the kernel's ELOOP.
+    """
+    if not path.startswith("/"):
+        path = getcwd() + "/" + path
+    pending, resolved, links = list(reversed(path.split("/"))), "", 0
+    while pending:
+        part = pending.pop()
+        if part == "" or part == ".":
+            continue
+        if part == "..":
+            resolved = resolved.rpartition("/")[0]
+            continue
+        candidate = resolved + "/" + part
+        try:
+            mode = lstat(candidate).st_mode
+        except oserror:  # does not exist (yet): kept as written
+            resolved = candidate
+            continue
+        if not islink(mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > 40:
+            return ""
+        target = readlink(candidate)
+        if target.startswith("/"):
+            resolved = ""
+        pending.extend(reversed(target.split("/")))
+    return resolved or "/"
+
+
+def _resolve(
+    path, realpath=_realpath, fspath=os.fspath, path_types=_PATH_TYPES, type=type, str=str,
+    bytes=bytes, int=int,
+):  # fmt: skip
+    # Only exact str, bytes and int (a descriptor) are read as they are, and pathlib paths
+    # through their own class: anything else could run the sample's code inside the hook.
+    kind = type(path)
+    if kind is int:
+        return None
+    if kind is not str and kind is not bytes:
+        if kind is not path_types[0] and kind is not path_types[1]:
+            return ""  # beneath no root: refused
+        path = fspath(path)
+    if type(path) is bytes:
+        path = path.decode("utf-8", "surrogateescape")
+    return realpath(path) if type(path) is str else ""
+
+
+def _beneath(resolved, roots):
+    for root in roots:
+        if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def _inside(path, root, resolve=_resolve, beneath=_beneath):
+    resolved = resolve(path)
+    return resolved is None or resolved == "/dev/null" or beneath(resolved, (root,))
+
+
+def _may_read(path, roots, devices=_DEVICES, resolve=_resolve, beneath=_beneath):
+    resolved = resolve(path)
+    if resolved is None or resolved in devices:
+        return True
+    return beneath(resolved, roots)
+
+
+def _text(value, type=type, str=str, issubclass=issubclass):
+    """An exact str for a str (a subclass's methods are the sample's code), else None."""
+    kind = type(value)
+    return value if kind is str else (str.__str__(value) if issubclass(kind, str) else None)
+
+
+def _hook(
+    event, args, root, readable, blocked=_BLOCKED_EVENTS, imports=_BLOCKED_IMPORTS,
+    frozen=_FROZEN_ATTRIBUTES, path_events=tuple(_PATH_EVENTS.items()),
+    read_events=tuple(_READ_EVENTS.items()), write_flags=_WRITE_FLAGS, inside=_inside,
+    may_read=_may_read, text=_text, function=type(_text), type=type, int=int, len=len,
+    denied=PermissionError,
+):  # fmt: skip
+    if event in blocked or event.startswith("ctypes."):
+        raise denied(f"sandbox: {event} is not allowed")
+    if event == "import" and args and text(args[0]) in imports:
+        raise denied(f"sandbox: importing {text(args[0])} is not allowed")
+    if event in ("object.__setattr__", "object.__delattr__") and len(args) >= 2:
+        if type(args[0]) is function and text(args[1]) in frozen:
+            raise denied(f"sandbox: changing a function's {text(args[1])} is not allowed")
+    if event == "open" and len(args) >= 3:
+        path, mode, flags = args[0], args[1], args[2]
+        mode = text(mode) if mode is not None else ""
+        # An unreadable mode counts as writing.
+        writing = mode is None or "w" in mode or "a" in mode or "x" in mode or "+" in mode
+        writing = writing or (type(flags) is int and flags & write_flags)
+        if writing and not inside(path, root):
+            raise denied("sandbox: writing there is not allowed")
+        if not writing and path is not None and not may_read(path, (root, *readable)):
+            raise denied("sandbox: reading there is not allowed")
+    for name, index in read_events:
+        if event == name and args and args[index] is not None:
+            if not may_read(args[index], (root, *readable)):
+                raise denied(f"sandbox: {event} there is not allowed")
+    for name, positions in path_events:
+        if event == name:
+            for index in positions:
+                if index < len(args) and not inside(args[index], root):
+                    raise denied(f"sandbox: {event} there is not allowed")
 
 
 def install(workdir, read_roots):
     """Refuse network, process creation, writes outside ``workdir`` and reads outside it and
     ``read_roots`` (the interpreter's own files), at the Python level."""
-    root = os.path.realpath(workdir)
-    readable = tuple(os.path.realpath(p) for p in read_roots)
-    realpath, fspath, sep = os.path.realpath, os.fspath, os.sep
+    root = _realpath(os.path.abspath(workdir))
+    readable = tuple(_realpath(os.path.abspath(p)) for p in read_roots)
 
-    def resolve(path):
-        if isinstance(path, int):
-            return None
-        try:
-            text = fspath(path)
-        except TypeError:
-            return ""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "surrogateescape")
-        return realpath(text)
-
-    def beneath(resolved, roots):
-        return any(resolved == r or resolved.startswith(r.rstrip(sep) + sep) for r in roots)
-
-    def inside(path):
-        resolved = resolve(path)
-        return resolved is None or resolved == "/dev/null" or beneath(resolved, (root,))
-
-    def may_read(path):
-        resolved = resolve(path)
-        if resolved is None or resolved in _DEVICES:
-            return True
-        return beneath(resolved, (root, *readable))
-
-    def hook(event, args):
-        if event in _BLOCKED_EVENTS or event.startswith("ctypes."):
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "import" and args and args[0] in _BLOCKED_IMPORTS:
-            raise PermissionError(f"sandbox: importing {args[0]} is not allowed")
-        if event == "open" and len(args) >= 3:
-            path, mode, flags = args[0], args[1], args[2]
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & _WRITE_FLAGS
-            )
-            if writing and not inside(path):
-                raise PermissionError(f"sandbox: writing {path!r} is not allowed")
-            if not writing and path is not None and not may_read(path):
-                raise PermissionError(f"sandbox: reading {path!r} is not allowed")
-        if event in _READ_EVENTS and args and args[0] is not None and not may_read(args[0]):
-            raise PermissionError(f"sandbox: listing {args[0]!r} is not allowed")
-        positions = _PATH_EVENTS.get(event)
-        if positions:
-            for index in positions:
-                if index < len(args) and not inside(args[index]):
-                    raise PermissionError(f"sandbox: {event} on {args[index]!r} is not allowed")
+    def hook(event, args, root=root, readable=readable, check=_hook):
+        check(event, args, root, readable)
 
     sys.addaudithook(hook)

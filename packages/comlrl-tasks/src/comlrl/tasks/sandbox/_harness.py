@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _judge  # noqa: E402
 import _lockdown  # noqa: E402  (ctypes lives in the judge only, never in the worker)
 import _tests  # noqa: E402
+import _verdict  # noqa: E402
 
 sys.path.pop(0)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +47,10 @@ def _lock_down(job, report, interpreter):
     roots = read_roots(interpreter)
     workdir = job["workdir"]
     steps = []
+    if wanted.get("oom"):
+        steps.append(("oom", _lockdown.prefer_for_oom_kill))
+    if job.get("cgroup"):  # before hide_tree, which leaves /sys behind
+        steps.append(("cgroup", lambda: _lockdown.join_cgroup(job["cgroup"])))
     if wanted.get("hide_tree"):
         steps.append(
             (
@@ -86,7 +91,9 @@ def _worker_layers(job, report, interpreter):
     scope = bool(wanted.get("landlock")) and _lockdown.landlock_abi() >= 6
     seccomp = bool(wanted.get("seccomp"))
     own_session = job.get("namespaces", True)
-    confine = _lockdown.worker_confinement(scope, seccomp, own_session)
+    # IPv4/IPv6 sockets only where the network namespace holds (it has no route out).
+    inet = own_session
+    confine = _lockdown.worker_confinement(scope, seccomp, own_session, inet)
     if job.get("probe") and seccomp:
         command = [interpreter, "-I", "-S", "-c", "pass"]
         try:
@@ -94,7 +101,7 @@ def _worker_layers(job, report, interpreter):
         except (OSError, subprocess.SubprocessError) as exc:
             report["missing"]["seccomp"] = f"could not be applied: {exc}"
             seccomp = False
-            confine = _lockdown.worker_confinement(scope, False, own_session)
+            confine = _lockdown.worker_confinement(scope, False, own_session, inet)
     report["layers"]["seccomp"] = seccomp
     report["layers"]["worker_scope"] = "landlock" if scope else ("seccomp" if seccomp else "")
     return confine
@@ -108,7 +115,9 @@ def main():
     report = {"layers": {}, "missing": {}, "tests": []}
 
     def finish():
-        os.write(report_fd, json.dumps(report).encode("utf-8"))
+        view = memoryview(_verdict.encode(report))
+        while view:
+            view = view[os.write(report_fd, view) :]
         os.close(report_fd)
         os._exit(0)
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 
+import _verdict
 import _wire
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
@@ -28,8 +29,10 @@ class GeneratedCodeError(Exception):
 
 
 def _rebuild(reply):
-    names = [n for n in reply.get("raise", []) if type(n) is str] or ["Exception"]
-    message = str(reply.get("message", ""))
+    # Bounded here already: the names and message are the generated code's, of any size.
+    names = reply.get("raise") if type(reply.get("raise")) is list else []
+    names = [_verdict.text(n, 100) for n in names[:64] if type(n) is str] or ["Exception"]
+    message = _verdict.text(reply.get("message"), _verdict.LIMITS["message"])
     cls = GeneratedCodeError
     for name in names:
         found = getattr(builtins, name, None)

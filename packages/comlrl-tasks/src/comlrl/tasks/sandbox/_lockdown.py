@@ -235,15 +235,16 @@ def ignore_fatal_signals():
         signal.signal(number, signal.SIG_IGN)
 
 
-def worker_confinement(scope, seccomp, own_session=True):
+def worker_confinement(scope, seccomp, own_session=True, inet=False):
     """The function the judge runs in each worker between fork and exec.
 
     It gives the worker a process group of its own (in its own session with ``own_session``;
     without the PID namespace it stays in the judge's session, so the parent can kill all that
     is left of the run by session), kills it with the judge, restores the default signal
     actions, then adds the worker's own layers: a nested Landlock domain scoping signals and
-    abstract sockets (``scope``, Landlock ABI 6) and the seccomp filter (``seccomp``). Any
-    failure raises, and the worker is not started.
+    abstract sockets (``scope``, Landlock ABI 6) and the seccomp filter (``seccomp``; ``inet``
+    lets it allow IPv4/IPv6 sockets, only inside the run's network namespace). Any failure
+    raises, and the worker is not started.
     """
 
     def confine():
@@ -257,9 +258,22 @@ def worker_confinement(scope, seccomp, own_session=True):
         if scope:
             _scope_self()
         if seccomp:
-            _seccomp.install(os.getpid())
+            _seccomp.install(os.getpid(), inet)
 
     return confine
+
+
+def prefer_for_oom_kill():
+    """Make this process (and what it starts) the first the kernel's OOM killer picks."""
+    with open("/proc/self/oom_score_adj", "w", encoding="ascii") as handle:
+        handle.write("1000")
+
+
+def join_cgroup(path):
+    """Move this process into the run's cgroup (``path``, made by the parent), so everything it
+    starts is counted against the run's ``memory.max`` and ``pids.max``."""
+    with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as handle:
+        handle.write("0")
 
 
 def landlock_abi():

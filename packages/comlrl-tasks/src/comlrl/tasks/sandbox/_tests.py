@@ -5,6 +5,7 @@ import builtins
 import importlib
 
 import _judge
+import _verdict
 import _wire
 
 MESSAGE_LIMIT = 400
@@ -12,8 +13,11 @@ SandboxTimeout = _judge.SandboxTimeout
 
 
 def _short(exc):
-    text = f"{exc}"
-    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+    try:
+        message = f"{exc}"
+    except Exception as error:  # an exception whose text cannot be made
+        message = f"<{type(error).__name__} while formatting the error>"
+    return _verdict.text(message, MESSAGE_LIMIT)
 
 
 def _outcome(name, exc):
@@ -27,7 +31,9 @@ def _outcome(name, exc):
         "name": name,
         "passed": False,
         "timed_out": timed_out,
-        "error_type": "Timeout" if timed_out else getattr(exc, "type_name", type(exc).__name__),
+        "error_type": "Timeout"
+        if timed_out
+        else _verdict.text(getattr(exc, "type_name", type(exc).__name__), 100),
         "message": message,
     }
 
@@ -174,11 +180,14 @@ def _setup_failure(first):
     error = first.get("setup_error") if type(first) is dict else None
     if type(error) is not dict:
         return {"status": "crashed", "setup_error": "the generated code's process ended"}
-    names = [n for n in error.get("raise", []) if type(n) is str] or ["Exception"]
+    names = error.get("raise") if type(error.get("raise")) is list else []
+    names = [n for n in names[:64] if type(n) is str] or ["Exception"]
     return {
         "status": "setup_error",
-        "setup_error_type": "MemoryError" if "MemoryError" in names else names[0],
-        "setup_error": str(error.get("message", ""))[:MESSAGE_LIMIT],
+        "setup_error_type": "MemoryError"
+        if "MemoryError" in names
+        else _verdict.text(names[0], 100),
+        "setup_error": _verdict.text(error.get("message"), MESSAGE_LIMIT),
     }
 
 
@@ -232,6 +241,21 @@ def wanted_names(job):
     return wanted
 
 
+def _run_context(job, namespace, seconds):
+    """Run the task's own definitions (a prompt's helpers and imports) here, in the judge.
+
+    Returns the names they defined: the tests see these, never the generated code's versions,
+    so a sample cannot pass a test by redefining a helper the test calls.
+    """
+    source = job.get("context") or ""
+    if not source.strip():
+        return set()
+    before = set(namespace)
+    with _judge.alarm(seconds):
+        exec(compile(source, "<task context>", "exec"), namespace)
+    return set(namespace) - before
+
+
 def _bind_exports(names, session, namespace, wanted):
     """Bind the worker's names the tests refer to; a name the worker made up is a fault."""
     for name in wanted:
@@ -274,7 +298,16 @@ def _run(job, session, namespace):
     if type(first) is not dict or type(first.get("ready")) is not dict:
         return _setup_failure(first)
     try:
-        _bind_exports(first["ready"], session, namespace, wanted_names(job))
+        trusted = _run_context(job, namespace, limits["test_timeout"])
+    except BaseException as exc:  # the task's own definitions failed; nothing can pass
+        session.close()
+        return {
+            "status": "setup_error",
+            "setup_error_type": type(exc).__name__,
+            "setup_error": "the task's context could not be run: " + _short(exc),
+        }
+    try:
+        _bind_exports(first["ready"], session, namespace, wanted_names(job) - trusted)
     except Exception as exc:  # a forged or malformed export: the sample's fault
         session.close()
         return {

@@ -14,9 +14,10 @@ import sys
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from comlrl.tasks.sandbox.cgroup import find_parent
 from comlrl.tasks.sandbox.limits import SandboxLimits
 
 HARNESS = Path(__file__).with_name("_harness.py")
@@ -33,9 +34,15 @@ LAYER_ROLES = {
     "worker's seccomp filter still refuses signals to the judge, and the network namespace "
     "hides the host's abstract sockets, where present)",
     "python_guard": "the Python audit-hook guard",
-    "seccomp": "the worker's seccomp filter (no unshare, mount, ptrace, pidfd_* or signals "
-    "outside its own process group)",
+    "seccomp": "the worker's seccomp filter (no new processes, memfd or SysV shared memory, "
+    "fallocate, non-Unix sockets, unshare, mount, ptrace, pidfd_* or signals outside its own "
+    "process group)",
+    "oom": "oom_score_adj 1000 for the judge and worker (the OOM killer picks them first)",
+    "cgroup": "a cgroup v2 per run bounding its total memory and tasks (the seccomp filter's "
+    "refusals still keep each run within its per-process limits)",
 }
+# Missing, these only warn, also with strict: others stand in for them.
+NOT_REQUIRED = frozenset({"cgroup"})
 _warned: set[tuple[str, ...]] = set()
 _lock = threading.Lock()
 
@@ -51,6 +58,7 @@ class Plan:
     prefix: tuple[str, ...]
     layers: dict = field(default_factory=dict)
     missing: dict = field(default_factory=dict)
+    cgroup: str = ""
 
 
 def namespace_prefix() -> tuple[str, ...]:
@@ -90,10 +98,10 @@ def probe_layers(namespaces: bool, landlock: bool) -> Plan:
         missing["namespaces"] = "unshare of user namespaces is not available here"
         missing["hide_tree"] = "needs the namespaces"
     wanted = {"hide_tree": bool(prefix), "privileges": bool(prefix), "landlock": landlock}
-    wanted["seccomp"] = True
+    wanted["seccomp"] = wanted["oom"] = True
     if not sys.platform.startswith("linux"):
         wanted = {}
-        missing["privileges"] = missing["seccomp"] = "not Linux"
+        missing["privileges"] = missing["seccomp"] = missing["oom"] = "not Linux"
         if landlock:
             missing["landlock"] = "not Linux"
     run_dir = Path(tempfile.mkdtemp(prefix="comlrl-sandbox-probe-"))
@@ -145,10 +153,14 @@ def plan_for(limits: SandboxLimits) -> Plan:
     for name in ("namespaces", "landlock", "python_guard"):
         if not getattr(limits, name):
             missing[name] = f"turned off by sandbox.{name}: false"
-    if missing and limits.strict:
+    parent, why = find_parent(limits.cgroup_parent)
+    if why:
+        missing["cgroup"] = why
+    required = {name: why for name, why in missing.items() if name not in NOT_REQUIRED}
+    if required and limits.strict:
         raise SandboxError(
             "sandbox.strict is set and these isolation layers are not available: "
-            + describe(missing)
+            + describe(required)
             + ". Code rewards are not run; use a Linux kernel with user namespaces and "
             "Landlock, or set sandbox.strict: false."
         )
@@ -164,7 +176,7 @@ def plan_for(limits: SandboxLimits) -> Plan:
             RuntimeWarning,
             stacklevel=3,
         )
-    return found
+    return replace(found, cgroup=parent)
 
 
 def describe(missing: dict) -> str:

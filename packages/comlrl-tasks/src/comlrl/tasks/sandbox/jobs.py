@@ -34,13 +34,17 @@ class ExecJob:
     order, or, when ``unittest_source`` is given, that module source is executed and every
     ``unittest.TestCase`` method it defines runs as one test. The tests see only
     ``entry_point`` and the names they read that are neither builtins nor their own imports,
-    so the setup cannot change what ``abs`` or ``len`` mean to them.
+    so the setup cannot change what ``abs`` or ``len`` mean to them. ``context`` is trusted
+    source of the task itself (a prompt's helper functions with its imports) that the judge runs
+    before the tests: the names it defines are the ones the tests see, whatever the setup
+    defines under the same names.
     """
 
     setup: str
     tests: tuple[TestSnippet, ...] = ()
     unittest_source: str | None = None
     entry_point: str | None = None
+    context: str = ""
 
 
 @dataclass(frozen=True)

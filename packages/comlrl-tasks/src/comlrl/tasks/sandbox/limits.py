@@ -21,8 +21,14 @@ class SandboxLimits:
     in which the child sees only the interpreter's files, a private ``/proc`` and a size-limited
     tmpfs work dir; ``landlock`` for the kernel's Landlock confinement of reads, writes, TCP and
     signals; ``python_guard`` for an audit hook that refuses sockets, process creation, and
-    file access outside the allowed places. A layer this OS cannot apply is named in a warning
-    (once per process); with ``strict`` the sandbox refuses to run code instead.
+    file access outside the allowed places. ``cgroup_parent`` names a cgroup v2 directory the
+    trainer may make child cgroups in (``memory`` and ``pids`` delegated): each run then gets one
+    whose ``memory.max`` bounds the run's total memory (``memory_mb`` + ``disk_mb`` + 64 MiB for
+    the judge, shared memory and tmpfs files included) and whose ``pids.max`` is
+    ``max_processes`` + 8; by default the trainer's own cgroup is used when its children
+    already have both controllers. A layer this OS cannot apply is named in a warning (once per
+    process); with ``strict`` the sandbox refuses to run code instead (a missing cgroup only
+    warns: the seccomp filter already keeps the run within its per-process limits).
     """
 
     wall_seconds: float = 30.0
@@ -39,6 +45,7 @@ class SandboxLimits:
     landlock: bool = True
     python_guard: bool = True
     strict: bool = False
+    cgroup_parent: str | None = None
 
     def __post_init__(self) -> None:
         check_number("sandbox.wall_seconds", self.wall_seconds, 0.0, min_inclusive=False)
@@ -55,6 +62,13 @@ class SandboxLimits:
         check_int("sandbox.max_files", self.max_files, 16)
         check_bool("sandbox.python_guard", self.python_guard)
         check_bool("sandbox.strict", self.strict)
+        if self.cgroup_parent is not None and not (
+            isinstance(self.cgroup_parent, str) and self.cgroup_parent.startswith("/")
+        ):
+            raise ValueError(
+                f"sandbox.cgroup_parent must be null or an absolute path to a cgroup v2 "
+                f"directory, got {self.cgroup_parent!r}."
+            )
         if self.strict:
             off = [n for n in ("namespaces", "landlock", "python_guard") if not getattr(self, n)]
             if off:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import shutil
 import signal
 import stat
@@ -14,17 +15,25 @@ import threading
 import time
 from pathlib import Path
 
+from comlrl.tasks.sandbox import _verdict
+from comlrl.tasks.sandbox.cgroup import JUDGE_MB, RunCgroup
 from comlrl.tasks.sandbox.isolation import HARNESS, SandboxError, plan_for, scrubbed_env
 from comlrl.tasks.sandbox.jobs import FAULTS, ExecJob, ExecResult, TestOutcome
 from comlrl.tasks.sandbox.limits import SandboxLimits
 
 __all__ = ["HARNESS", "SandboxError", "run_job"]
+# The judge's mark that every layer is on (see _harness.LOCKED_DOWN).
+_LOCKED_DOWN = b"locked down\n"
 _OUTPUT_TAIL = 2000
+# Bytes of the run's output (the judge's stderr, the worker's stdout and stderr) the parent
+# keeps; the rest is read and dropped.
+_OUTPUT_CAP = 64 * 1024
+_READ_SIZE = 65536
+_VERDICT_MAX = len(_LOCKED_DOWN) + _verdict.MAX_VERDICT
+_POLL = 0.05
 # Slack on top of the limits for interpreter start-up and namespace creation.
 _START_SLACK = 2.0
 _QUOTA_POLL = 0.05
-# The judge's mark that every layer is on (see _harness.LOCKED_DOWN).
-_LOCKED_DOWN = b"locked down\n"
 
 
 def _job_payload(
@@ -36,6 +45,7 @@ def _job_payload(
         "tests": [{"code": t.code, "name": t.name, "counts": t.counts} for t in job.tests],
         "unittest_source": job.unittest_source,
         "entry_point": job.entry_point,
+        "context": job.context,
         "limits": limits.as_dict(),
         "layers": layers,
         "workdir": str(run_dir / "work"),
@@ -85,14 +95,81 @@ def _kill_session(sid: int, rounds: int = 5) -> None:
                 continue
 
 
-def _tail(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        size = handle.tell()
-        handle.seek(max(0, size - _OUTPUT_TAIL))
-        return handle.read().decode("utf-8", "replace")
+def _tail(output: bytes) -> str:
+    return _verdict.text(output[-_OUTPUT_TAIL:].decode("utf-8", "replace"), _OUTPUT_TAIL)
+
+
+class _Exchange:
+    """The parent's side of the judge's three pipes, each bounded.
+
+    It writes the job to stdin, reads the verdict from stdout up to the largest a judge sends
+    (closing the pipe past it) and keeps the first :data:`_OUTPUT_CAP` bytes of the run's
+    output from stderr, dropping the rest as it comes. Nothing of the run is written to a host
+    file.
+    """
+
+    def __init__(self, proc: subprocess.Popen, payload: bytes):
+        self.proc, self.verdict, self.output = proc, bytearray(), bytearray()
+        self.overflow = False
+        self._selector = selectors.DefaultSelector()
+        self._payload = memoryview(payload)
+        # One byte over the verdict's bound tells an oversized verdict from a full one.
+        self._caps = {
+            proc.stdout.fileno(): (proc.stdout, self.verdict, _VERDICT_MAX + 1),
+            proc.stderr.fileno(): (proc.stderr, self.output, _OUTPUT_CAP),
+        }
+        for fd in self._caps:
+            self._selector.register(fd, selectors.EVENT_READ)
+        os.set_blocking(proc.stdin.fileno(), False)
+        self._selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+
+    def run(self, seconds: float) -> bool:
+        """Exchange until the verdict is complete and the judge has exited; False on timeout."""
+        deadline = time.monotonic() + seconds
+        stdout = self.proc.stdout.fileno()
+        while True:
+            verdict_done = stdout not in self._registered()
+            if verdict_done and self.proc.poll() is not None:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in self._selector.select(min(left, _POLL)):
+                if key.events & selectors.EVENT_WRITE:
+                    self._write(key.fd)
+                else:
+                    self._read(key.fd)
+
+    def _registered(self) -> set[int]:
+        return set(self._selector.get_map())
+
+    def _write(self, fd: int) -> None:
+        try:
+            self._payload = self._payload[os.write(fd, self._payload[: 1 << 16]) :]
+        except BlockingIOError:  # the pipe filled up meanwhile; try again when writable
+            return
+        except BrokenPipeError:  # the judge is gone; what it left says why
+            self._payload = self._payload[:0]
+        if not self._payload:
+            self._selector.unregister(fd)
+            self.proc.stdin.close()
+
+    def _read(self, fd: int) -> None:
+        pipe, buffer, cap = self._caps[fd]
+        chunk = os.read(fd, _READ_SIZE)
+        buffer += chunk[: cap - len(buffer)]
+        self.overflow = len(self.verdict) > _VERDICT_MAX
+        # Output past its cap is read and dropped, so a chatty but correct sample never
+        # blocks or breaks on a full pipe; a verdict past its cap is not one the judge sent.
+        if not chunk or self.overflow:
+            self._selector.unregister(fd)
+            pipe.close()
+
+    def close(self) -> None:
+        """Close what is still open (after the run's processes are dead)."""
+        self._selector.close()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            pipe.close()
 
 
 def _force_remove(func, path, _exc_info):
@@ -161,34 +238,41 @@ def _to_result(report: dict | None, killed: bool, returncode: int | None) -> Exe
         status = report.get("status", "crashed")
     result = ExecResult(status=status, returncode=returncode)
     if report is not None:
+        tests = report.get("tests") if type(report.get("tests")) is list else []
         result.tests = [
             TestOutcome(
-                name=str(t.get("name", "")),
+                name=t.get("name") or "",
                 passed=t.get("passed") is True,
                 timed_out=t.get("timed_out") is True,
                 error_type=t.get("error_type"),
-                message=str(t.get("message", "")),
+                message=t.get("message") or "",
             )
-            for t in report.get("tests", [])
+            for t in tests
+            if type(t) is dict
         ]
         result.setup_error = report.get("setup_error")
         result.setup_error_type = report.get("setup_error_type")
-        result.layers = dict(report.get("layers", {}))
+        layers = report.get("layers")
+        result.layers = dict(layers) if type(layers) is dict else {}
         fault = report.get("fault")
         result.fault = fault if fault in FAULTS else None
     return result
 
 
 def _read_verdict(out: bytes) -> tuple[bool, dict | None]:
-    """(whether the judge locked down, its report or None) from the judge's verdict channel."""
+    """(whether the judge locked down, its report or None) from the judge's verdict channel.
+
+    Every string of the report is bounded and made valid UTF-8 here too, so nothing in the
+    result can be longer than its field allows or fail to encode.
+    """
     locked = out.startswith(_LOCKED_DOWN)
     if locked:
         out = out[len(_LOCKED_DOWN) :]
     try:
         report = json.loads(out.decode("utf-8")) if out else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         report = None
-    return locked, report if isinstance(report, dict) else None
+    return locked, _verdict.clean(report) if isinstance(report, dict) else None
 
 
 def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
@@ -210,42 +294,50 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
     workdir = run_dir / "work"
     workdir.mkdir()
     (run_dir / "root").mkdir()
+    group = None
     try:
-        payload = json.dumps(
-            _job_payload(job, limits, plan.layers, run_dir, bool(plan.prefix))
-        ).encode("utf-8")
-        command = [*plan.prefix, sys.executable, "-I", "-S", "-B", str(HARNESS)]
-        log_path = run_dir / "output.log"
-        killed = False
-        with open(log_path, "wb") as log:
-            started = time.monotonic()
-            proc = subprocess.Popen(
-                command,
-                cwd=workdir,
-                env=scrubbed_env(str(workdir)),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-            )
-            watch = _QuotaWatch(workdir, limits, proc.pid)
+        if plan.cgroup:
+            memory = (limits.memory_mb + limits.disk_mb + JUDGE_MB) * 1024 * 1024
             try:
-                out, _ = proc.communicate(payload, timeout=limits.wall_seconds + _START_SLACK)
-            except subprocess.TimeoutExpired:
-                killed = True
-                _kill_group(proc.pid)
-                out, _ = proc.communicate()
-            finally:
-                # Also reaps anything the run left behind in its group after a normal exit.
-                _kill_group(proc.pid)
-                if not plan.prefix and os.path.isdir("/proc"):
-                    _kill_session(proc.pid)  # the worker's own group lives in this session
-                proc.wait()
-                watch.stop()
-            returncode = None if killed else proc.returncode
-            finished = time.monotonic()
+                group = RunCgroup(plan.cgroup, memory, limits.max_processes + 8)
+            except OSError as exc:
+                raise SandboxError(
+                    f"could not make the run's cgroup in {plan.cgroup}: {exc}"
+                ) from exc
+        payload = _job_payload(job, limits, plan.layers, run_dir, bool(plan.prefix))
+        payload["cgroup"] = group.path if group else ""
+        command = [*plan.prefix, sys.executable, "-I", "-S", "-B", str(HARNESS)]
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=scrubbed_env(str(workdir)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+        watch = _QuotaWatch(workdir, limits, proc.pid)
+        exchange = _Exchange(proc, json.dumps(payload).encode("utf-8"))
+        try:
+            killed = not exchange.run(limits.wall_seconds + _START_SLACK)
+        finally:
+            # Also reaps anything the run left behind in its group after a normal exit.
+            _kill_group(proc.pid)
+            if not plan.prefix and os.path.isdir("/proc"):
+                _kill_session(proc.pid)  # the worker's own group lives in this session
+            if group is not None:
+                group.close()  # every process of the run, wherever it went
+            proc.wait()
+            watch.stop()
+            exchange.close()
+        returncode = None if killed else proc.returncode
+        finished = time.monotonic()
+        out, output = bytes(exchange.verdict), bytes(exchange.output)
         locked, report = _read_verdict(out)
+        if exchange.overflow:  # over any verdict the judge sends: not one to trust
+            report = None
         lost = report is None and locked and not (killed or watch.exceeded)
         if lost:
             # Locked down, then no verdict: the sample took the judge down; its failure.
@@ -253,7 +345,7 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
         if report is None and not (killed or watch.exceeded):
             raise SandboxError(
                 "the sandbox child ended without a verdict (is unshare or the interpreter "
-                f"usable?); its output: {_tail(log_path)!r}. "
+                f"usable?); its output: {_tail(output)!r}. "
                 "Try task.options.sandbox.namespaces: false."
             )
         if report is not None and report.get("status") == "sandbox_error":
@@ -268,7 +360,9 @@ def run_job(job: ExecJob, limits: SandboxLimits | None = None) -> ExecResult:
         result.pid, result.started, result.finished = proc.pid, started, finished
         result.layers["namespaces"] = bool(plan.prefix)
         if result.status != "ok":
-            result.output_tail = _tail(log_path)
+            result.output_tail = _tail(output)
         return result
     finally:
+        if group is not None:
+            group.close()  # also when the judge never started
         shutil.rmtree(run_dir, onerror=_force_remove)

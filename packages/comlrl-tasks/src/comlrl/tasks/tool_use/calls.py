@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from comlrl.tasks.common.code_text import extract_code
+from comlrl.tasks.common.code_text import extract_code, parse_code
 
 OPTIONAL = ""  # BFCL marks an argument that may be left out with "" among its acceptable values
 
@@ -124,9 +124,8 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _calls_from_python(text: str, schemas: dict[str, list[str]]) -> list[Call] | None:
-    try:
-        tree = ast.parse(text.strip())
-    except (SyntaxError, ValueError):
+    tree, _ = parse_code(text.strip())
+    if tree is None:
         return None
     nodes: list[ast.AST] = []
     for stmt in tree.body:
