@@ -378,3 +378,18 @@ def test_a_right_answer_may_call_the_prompts_helper_without_defining_it(coding):
         "    return lo"
     )
     assert reward(coding, bisect, aux=AUX_ANY, item=POLY) == pytest.approx(PERFECT)
+
+
+def test_the_guards_path_checks_use_nothing_the_sample_can_replace(coding):
+    # With only the guard between the sample and the host's files (no namespaces, no
+    # Landlock), replacing what os.path.realpath or builtins call must not let a read through.
+    host_file = __file__
+    patches = {
+        "posixpath": "import os, posixpath\n"
+        "posixpath._joinrealpath = lambda *args: (os.getcwd(), True)\n",
+        "builtins": "import builtins\nbuiltins.type = lambda value: int\n",
+    }
+    options = {"namespaces": False, "landlock": False}
+    for patch in patches.values():
+        trick = f"{patch}open({host_file!r}).read()"
+        assert reward(coding, if_it_worked(trick), options) == pytest.approx(FAIL)

@@ -3,7 +3,8 @@
 Levels, each reached only when the one before passed:
   gate  both completions define a function and contain a ``return``, else 0;
   L1    +0.4 when ``aux`` is defined, +0.6 when the entry point is defined (stop without it);
-  L2    +0.5 when imports + aux + main parse (stop on a syntax error);
+  L2    +0.5 when imports (+ the prompt's helpers) + aux + main parse (stop on a syntax
+        error; a completion too deeply nested to parse is one);
   L3    + passed/total of the problem's asserts, run in the sandbox;
   gate  when some test passed but main does not call aux, the total is capped at 2.0;
   L4    when some test passed and main calls aux: +1.0, and +1.0 more unless main is a thin

@@ -6,9 +6,11 @@ independent of the others: a separate session, temp work dir and scrubbed enviro
 mount, PID, network and IPC namespaces in which only the interpreter's files, a private
 ``/proc`` and a size-limited tmpfs work dir exist; dropped capabilities; Landlock confinement
 of reads, writes, TCP and signals; a nested Landlock domain and a seccomp filter of the
-worker's own, so it cannot signal the judge or make namespaces; ``setrlimit`` limits; an
-audit-hook guard in the worker; and a SIGKILL of the whole process group at the wall-clock
-limit. A sample that breaks the judge after it locked down scores as a failure
+worker's own, so it cannot signal the judge, make processes or namespaces, or hold memory
+outside its limits; ``oom_score_adj`` 1000 and, where one can be made, a cgroup v2 bounding the
+run's total memory; ``setrlimit`` limits; an audit-hook guard in the worker; output through a
+drained pipe; verdicts bounded in size and valid UTF-8; and a SIGKILL of the whole process
+group at the wall-clock limit. A sample that breaks the judge after it locked down scores as a failure
 (``ExecResult.fault``), never as :class:`SandboxError`. Layers the OS lacks are named in one
 warning per process, or refused with ``strict``.
 """
