@@ -82,6 +82,12 @@ GUARD_SWITCHED_OFF = {
         "    if name.isupper() or name.startswith('_B'):\n"
         "        setattr(g, name, type(getattr(g, name))())\n"
     ),
+    "defaults": (
+        "import sys\ng = sys.modules['_guard']\n"
+        "allow = lambda *args: True\n"
+        "g._hook.__defaults__ = tuple(allow if getattr(d, '__name__', '') in "
+        "('_inside', '_may_read') else d for d in g._hook.__defaults__)\n"
+    ),
     "heap walk": (
         "import gc\n"
         "for o in gc.get_objects():\n"
@@ -95,11 +101,29 @@ GUARD_SWITCHED_OFF = {
     "switch_off", list(GUARD_SWITCHED_OFF.values()), ids=list(GUARD_SWITCHED_OFF)
 )
 def test_the_guard_cannot_be_switched_off_from_inside(coding, switch_off):
+    # With every layer on, what a switched-off guard let through before (a process) is refused.
     assert reward(coding, if_it_worked(switch_off + FORK)) == pytest.approx(FAIL)
-    # And the guard stays on for what comes after the attempt, not only for the attempt.
+    # With only the guard in the way (no namespaces, no Landlock), it still refuses a read of
+    # a host file after the attempt, whether the attempt raised or not.
     after = f"try:\n{''.join('    ' + ln + chr(10) for ln in switch_off.splitlines())}"
-    after += "except BaseException:\n    pass\n" + FORK
-    assert reward(coding, if_it_worked(after)) == pytest.approx(FAIL)
+    after += f"except BaseException:\n    pass\nopen({__file__!r}).read()"
+    guard_only = {"namespaces": False, "landlock": False}
+    assert reward(coding, if_it_worked(after), guard_only) == pytest.approx(FAIL)
+
+
+def test_the_guard_still_runs_ordinary_library_code(coding):
+    # namedtuple sets __defaults__, dataclasses and enum build functions, pathlib opens files.
+    ordinary = (
+        "import collections, dataclasses, enum, inspect, pathlib, tempfile\n"
+        "P = collections.namedtuple('P', 'x y', defaults=(0,))\n"
+        "@dataclasses.dataclass\nclass D:\n    a: int = 1\n"
+        "class E(enum.Enum):\n    A = 1\n"
+        "pathlib.Path('a.txt').write_text('hi')\n"
+        "assert open(pathlib.Path('a.txt')).read() == 'hi'\n"
+        "with tempfile.NamedTemporaryFile(dir='.') as t:\n    t.write(b'x')\n"
+        "assert P(1).y == 0 and D().a == 1 and E.A.value == 1"
+    )
+    assert reward(coding, if_it_worked(ordinary)) == pytest.approx(PERFECT)
 
 
 CTYPES = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
@@ -164,6 +188,12 @@ MEMORY_TRICKS = {
         "libc.shmget.restype = ctypes.c_int\n"
         "shm = libc.shmget(0, 4096, 0o1000 | 0o600)\n"
         "assert shm >= 0\nlibc.shmctl(shm, 0, None)"
+    ),
+    "sysv message queue": CTYPES
+    + (
+        "libc.msgget.restype = ctypes.c_int\n"
+        "queue = libc.msgget(0, 0o1000 | 0o600)\n"
+        "assert queue >= 0\nlibc.msgctl(queue, 0, None)"
     ),
     "memfd by syscall": CTYPES
     + (
@@ -390,6 +420,9 @@ def test_the_guards_path_checks_use_nothing_the_sample_can_replace(coding):
         "builtins": "import builtins\nbuiltins.type = lambda value: int\n",
     }
     options = {"namespaces": False, "landlock": False}
+    # The control: with the guard off too, nothing stops this read.
+    read = f"open({host_file!r}).read()"
+    assert reward(coding, if_it_worked(read), {**options, **GUARD_OFF}) == pytest.approx(PERFECT)
     for patch in patches.values():
         trick = f"{patch}open({host_file!r}).read()"
         assert reward(coding, if_it_worked(trick), options) == pytest.approx(FAIL)

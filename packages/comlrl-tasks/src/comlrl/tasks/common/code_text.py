@@ -92,8 +92,21 @@ def import_lines(source: str) -> str:
     )
 
 
+def _is_stub(node: ast.stmt) -> bool:
+    """A definition with nothing but a docstring, ``pass`` or ``...``: one to be written."""
+    if isinstance(node, ast.ClassDef):
+        return False
+    for stmt in node.body:
+        constant = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        if not (constant or isinstance(stmt, ast.Pass)):
+            return False
+    return True
+
+
 def prompt_context(source: str, entry_point: str) -> str:
     """The prompt's own helper definitions with its imports, or "" when it defines none.
+
+    Stubs (a docstring and no code) are left out: those are for the sample to write.
 
     A HumanEval prompt may define functions besides the one to write (``poly`` for
     ``find_zero``, ``encode_cyclic`` for ``decode_cyclic``); the tests call them, so they are
@@ -103,7 +116,9 @@ def prompt_context(source: str, entry_point: str) -> str:
     if tree is None:
         return ""
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    helpers = [n for n in tree.body if isinstance(n, kinds) and n.name != entry_point]
+    helpers = [
+        n for n in tree.body if isinstance(n, kinds) and n.name != entry_point and not _is_stub(n)
+    ]
     if not helpers:
         return ""
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -5,7 +5,7 @@ wall): it refuses sockets, process creation, signals, ``ctypes``, writes outside
 and reads outside the allowed roots with a clear ``PermissionError``. Its state is bound into
 the hook's default arguments when it is installed, never read from module globals, and the
 hook refuses what would reach or rewrite it from inside (heap walks, trace functions, swapping
-a function's code or defaults), so the generated code cannot easily switch it off.
+a function's code or the guard's defaults), so the generated code cannot easily switch it off.
 """
 
 import os
@@ -47,8 +47,10 @@ _BLOCKED_EVENTS = frozenset(
         "sys.setprofile",
     }
 )
-# Function attributes that, rewritten, would change what an existing function does.
-_FROZEN_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+# Function attributes that, rewritten, would change what one of the guard's functions does.
+# ``__code__`` is refused for every function (no library rewrites one); the defaults only for
+# the guard's own (``namedtuple`` sets ``__defaults__`` on the functions it makes).
+_FROZEN_ATTRIBUTES = frozenset({"__defaults__", "__kwdefaults__"})
 _BLOCKED_IMPORTS = frozenset(
     {
         "ctypes",
@@ -171,7 +173,7 @@ def _text(value, type=type, str=str, issubclass=issubclass):
 
 
 def _hook(
-    event, args, root, readable, blocked=_BLOCKED_EVENTS, imports=_BLOCKED_IMPORTS,
+    event, args, root, readable, ours, blocked=_BLOCKED_EVENTS, imports=_BLOCKED_IMPORTS,
     frozen=_FROZEN_ATTRIBUTES, path_events=tuple(_PATH_EVENTS.items()),
     read_events=tuple(_READ_EVENTS.items()), write_flags=_WRITE_FLAGS, inside=_inside,
     may_read=_may_read, text=_text, function=type(_text), type=type, int=int, len=len,
@@ -182,8 +184,13 @@ def _hook(
     if event == "import" and args and text(args[0]) in imports:
         raise denied(f"sandbox: importing {text(args[0])} is not allowed")
     if event in ("object.__setattr__", "object.__delattr__") and len(args) >= 2:
-        if type(args[0]) is function and text(args[1]) in frozen:
-            raise denied(f"sandbox: changing a function's {text(args[1])} is not allowed")
+        name = text(args[1])
+        if type(args[0]) is function and name == "__code__":
+            raise denied("sandbox: changing a function's __code__ is not allowed")
+        if name in frozen:
+            for own in ours:
+                if args[0] is own:
+                    raise denied(f"sandbox: changing the guard's {name} is not allowed")
     if event == "open" and len(args) >= 3:
         path, mode, flags = args[0], args[1], args[2]
         mode = text(mode) if mode is not None else ""
@@ -205,13 +212,17 @@ def _hook(
                     raise denied(f"sandbox: {event} there is not allowed")
 
 
+# The guard's functions, whose defaults hold its state.
+_OURS = (_realpath, _resolve, _beneath, _inside, _may_read, _text, _hook)
+
+
 def install(workdir, read_roots):
     """Refuse network, process creation, writes outside ``workdir`` and reads outside it and
     ``read_roots`` (the interpreter's own files), at the Python level."""
     root = _realpath(os.path.abspath(workdir))
     readable = tuple(_realpath(os.path.abspath(p)) for p in read_roots)
 
-    def hook(event, args, root=root, readable=readable, check=_hook):
-        check(event, args, root, readable)
+    def hook(event, args, root=root, readable=readable, check=_hook, ours=_OURS):
+        check(event, args, root, readable, ours)
 
     sys.addaudithook(hook)

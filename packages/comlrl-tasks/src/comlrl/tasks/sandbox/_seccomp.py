@@ -5,7 +5,8 @@ It is the wall the Python guard is not: it refuses (``EPERM``) what no generated
 needs and what would reach past the worker or past its per-process limits. No new processes
 (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``: threads only), no new namespaces
 (``unshare``, ``setns``, namespace flags to ``clone``), no memory outside ``RLIMIT_AS``
-(``memfd_create``, ``memfd_secret``, SysV shared memory), no ``fallocate``, no sockets but Unix
+(``memfd_create``, ``memfd_secret``, SysV shared memory; nor SysV or POSIX message queues and
+semaphore sets, kernel memory a run could fill), no ``fallocate``, no sockets but Unix
 ones (and IPv4/IPv6 only inside the run's network namespace), no mounts, ``ptrace`` or
 cross-process memory access, no ``pidfd_*`` call, no signals to any process but the worker's
 own group, no joining another process group (``setpgid`` to anything but a new group), and no
@@ -59,7 +60,8 @@ _ARCHES = {
             "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
             "bpf": 321, "userfaultfd": 323, "clone": 56, "setpgid": 109, "fork": 57,
             "vfork": 58, "memfd_create": 319, "shmget": 29, "shmat": 30, "shmctl": 31,
-            "shmdt": 67, "fallocate": 285, "socket": 41, "socketpair": 53,
+            "shmdt": 67, "fallocate": 285, "socket": 41, "socketpair": 53, "semget": 64,
+            "msgget": 68, "mq_open": 240,
         },
     ),
     "aarch64": (
@@ -71,7 +73,8 @@ _ARCHES = {
             "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272,
             "bpf": 280, "userfaultfd": 282, "clone": 220, "setpgid": 154,
             "memfd_create": 279, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
-            "fallocate": 47, "socket": 198, "socketpair": 199,
+            "fallocate": 47, "socket": 198, "socketpair": 199, "mq_open": 180,
+            "msgget": 186, "semget": 190,
         },
     ),
 }  # fmt: skip
@@ -81,7 +84,8 @@ _DENIED = (
     "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "process_madvise", "open_tree",
     "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "tkill", "fork", "vfork", "memfd_create",
-    "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "fallocate",
+    "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "fallocate", "msgget", "semget",
+    "mq_open",
 )  # fmt: skip
 # Signal calls whose first argument names the target: allowed only for the worker itself.
 _SIGNALS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
