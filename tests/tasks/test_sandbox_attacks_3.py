@@ -195,6 +195,8 @@ MEMORY_TRICKS = {
         "queue = libc.msgget(0, 0o1000 | 0o600)\n"
         "assert queue >= 0\nlibc.msgctl(queue, 0, None)"
     ),
+    # Twice memory_mb in one request: refused at once by RLIMIT_AS, nothing is touched.
+    "over the address-space limit": f"x = bytearray({2 * FAST_LIMITS['memory_mb']} * {MB})",
     "memfd by syscall": CTYPES
     + (
         "import platform\n"
