@@ -31,8 +31,9 @@ _OUTPUT_CAP = 64 * 1024
 _READ_SIZE = 65536
 _VERDICT_MAX = len(_LOCKED_DOWN) + _verdict.MAX_VERDICT
 _POLL = 0.05
-# Slack on top of the limits for interpreter start-up and namespace creation.
-_START_SLACK = 2.0
+# Slack on top of wall_seconds for interpreter start-up and namespace creation; small enough
+# that a reward call never holds the trainer more than one second past the time limit.
+_START_SLACK = 0.5
 _QUOTA_POLL = 0.05
 
 
