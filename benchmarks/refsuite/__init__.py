@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sdist", type=Path, help="a local comlrl-1.4.3.tar.gz instead of downloading")
     p.add_argument("--cache-dir", type=Path, default=None, help="where the sdist is kept")
     p.add_argument("--workers", type=int, default=0, help="pytest-xdist workers (0: in-process)")
-    p.add_argument("--timeout", type=float, default=280.0, help="seconds for the whole suite")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole suite")
     p.add_argument("--out", type=Path, default=RESULT, help="the JSON results file")
     p.add_argument(
         "--classify",

@@ -31,7 +31,7 @@ def _env(record: Path, stubs: Path) -> dict[str, str]:
 def run_tests(
     tests_dir: Path,
     workers: int = 0,
-    timeout: float = 280.0,
+    timeout: float = 900.0,
     only: list[str] | None = None,
     stubs: list[dict] | None = None,
 ) -> tuple[dict[str, dict], bool]:
