@@ -178,3 +178,18 @@ def test_train_accepts_numpy_integers(tmp_path):
         checkpoint_every_batches=np.int64(2),
     )
     assert read_checkpoint_metadata(str(tmp_path / "ckpts"))["reason"] == "final"
+
+
+def test_save_checkpoint_refuses_to_run_inside_train(tmp_path):
+    holder = {}
+
+    def saving_reward(a, b):
+        holder["trainer"].save_checkpoint(tmp_path / "inside")
+        return reward(a, b)
+
+    trainer = make_trainer(tmp_path / "run", 1, reward_func=saving_reward, eval_interval=0)
+    holder["trainer"] = trainer
+    with pytest.raises(RuntimeError, match="save_checkpoint cannot run while train"):
+        trainer.train()
+    assert not (tmp_path / "inside").exists()
+    trainer.save_checkpoint(tmp_path / "after")  # allowed again once train() has returned

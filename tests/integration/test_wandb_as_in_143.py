@@ -202,3 +202,27 @@ def test_a_run_that_evaluates_keeps_its_final_evaluation(tmp_path):
     hooks_on = EvalHooks()
     _magrpo(tmp_path / "on", hooks_on, None, eval_interval=0, eval_at_end=True).train()
     assert hooks_on.logger_calls == 1
+
+
+# ------------------------------------------------------------------ the CLI
+def test_a_run_files_wandb_section_logs_to_wandb(tmp_path, monkeypatch, wandb_calls):
+    from comlrl.core.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    common = [
+        "magrpo.num_train_epochs=1",
+        "magrpo.num_generations=2",
+        "magrpo.max_new_tokens=4",
+        "magrpo.rollout_buffer_size=2",
+        "magrpo.eval_interval=1",
+        "dataset.train_limit=2",
+        "dataset.eval_limit=1",
+        "output.save_final_model=false",
+        "checkpoint.enabled=false",
+    ]
+    assert main(["train", "--override", *common, "wandb.project=p", "output.run_name=w"]) == 0
+    assert [init["project"] for init in wandb_calls["init"]] == ["p"]
+    assert TRAIN_KEYS_143 | {"eval/turn_1/reward_mean"} <= _logged_keys(wandb_calls)
+    off = [*common, "wandb.project=p", "magrpo.report_to=none", "output.run_name=off"]
+    assert main(["train", "--override", *off]) == 0
+    assert len(wandb_calls["init"]) == 1  # report_to: none kept the second run off W&B
