@@ -14,6 +14,7 @@ import pytest
 from comlrl.core.cli import main
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.console import CELL_WIDTH, completions_table
+from tests.reinforce.helpers import TINY_CLI_RUN
 
 
 class _FakeWandb:
@@ -150,15 +151,10 @@ def test_completions_table_is_one_line_per_item_and_turn():
 def test_comlrl_train_prints_eval_completions(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     common = [
-        "magrpo.num_train_epochs=1",
-        "magrpo.num_generations=2",
-        "magrpo.max_new_tokens=4",
-        "magrpo.rollout_buffer_size=2",
+        *TINY_CLI_RUN,
         "magrpo.eval_interval=0",
         "magrpo.eval_at_end=true",  # only the final evaluation
-        "dataset.train_limit=2",
         "dataset.eval_limit=2",
-        "output.save_final_model=false",
     ]
     assert main(["train", "--override", *common, "output.run_name=shown"]) == 0
     out = capsys.readouterr().out

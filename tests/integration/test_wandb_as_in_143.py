@@ -16,6 +16,7 @@ from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.testing import tiny_pair
 from comlrl.trainers.actor_critic import IACConfig, IACTrainer
 from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
+from tests.reinforce.helpers import TINY_CLI_RUN
 
 ITEMS = [{"prompt": "Write a story about a cat."}, {"prompt": "Write a story about the sea."}]
 FAST = dict(
@@ -210,14 +211,9 @@ def test_a_run_files_wandb_section_logs_to_wandb(tmp_path, monkeypatch, wandb_ca
 
     monkeypatch.chdir(tmp_path)
     common = [
-        "magrpo.num_train_epochs=1",
-        "magrpo.num_generations=2",
-        "magrpo.max_new_tokens=4",
-        "magrpo.rollout_buffer_size=2",
+        *TINY_CLI_RUN,
         "magrpo.eval_interval=1",
-        "dataset.train_limit=2",
         "dataset.eval_limit=1",
-        "output.save_final_model=false",
         "checkpoint.enabled=false",
     ]
     assert main(["train", "--override", *common, "wandb.project=p", "output.run_name=w"]) == 0
