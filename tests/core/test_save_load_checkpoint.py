@@ -5,12 +5,14 @@ trainer leaves the agents' configs alone, and ``train()`` checks its checkpoint 
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
 import pytest
 import torch
 
+from comlrl.core.checkpoint import claim
 from comlrl.core.checkpoint.layout import MANIFEST
 from comlrl.core.checkpoint.reader import read_checkpoint_metadata
 from comlrl.core.testing import tiny_pair
@@ -178,6 +180,15 @@ def test_train_accepts_numpy_integers(tmp_path):
         checkpoint_every_batches=np.int64(2),
     )
     assert read_checkpoint_metadata(str(tmp_path / "ckpts"))["reason"] == "final"
+    # The trainer keeps the run's identity for save_checkpoint, not the session: the
+    # checkpoint directory's lock goes with the session once train() has returned.
+    gc.collect()
+    assert claim._held[os.path.realpath(tmp_path / "ckpts")].fd is None
+    path = trainer.save_checkpoint(tmp_path / "manual")
+    assert (
+        read_checkpoint_metadata(path)["run_id"]
+        == read_checkpoint_metadata(str(tmp_path / "ckpts"))["run_id"]
+    )
 
 
 def test_save_checkpoint_refuses_to_run_inside_train(tmp_path):

@@ -33,9 +33,10 @@ class Checkpointing:
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
-        # The session of the latest train() or load_checkpoint() call: a checkpoint that
-        # save_checkpoint writes afterwards belongs to its run (run id, sequence).
-        self.last_session: Any = None
+        # (run id, sequence) of the latest train() or load_checkpoint(): a checkpoint that
+        # save_checkpoint writes afterwards belongs to that run. Only the identity is kept, not
+        # the session, which would keep holding its checkpoint directory's lock.
+        self.run_identity: tuple[str, int] | None = None
         # Whether a train() call is under way (save_checkpoint and load_checkpoint refuse then).
         self.training = False
 
@@ -57,7 +58,7 @@ class Checkpointing:
         epoch_saves = checkpoint_dir is not None
         if checkpoint_dir is None and t.args.save_steps is not None:
             checkpoint_dir = os.path.join(t.reporting.ensure_logger().run_dir, "checkpoints")
-        self.last_session = CheckpointSession(
+        return CheckpointSession(
             t,
             resume_from_checkpoint,
             checkpoint_dir,
@@ -67,7 +68,10 @@ class Checkpointing:
             save_steps=t.args.save_steps,
             epoch_saves=epoch_saves,
         )
-        return self.last_session
+
+    def remember(self, session: Any) -> None:
+        """Keep the run identity of ``session`` for later ``save_checkpoint`` calls."""
+        self.run_identity = (session.run_id, session.sequence)
 
     def _refuse_in_training(self, method: str) -> None:
         if self.training:
@@ -95,9 +99,11 @@ class Checkpointing:
                 f"save_checkpoint: {target} exists and is not a checkpoint; choose a new "
                 "directory (an earlier checkpoint there would be replaced)."
             )
-        if self.last_session is None:
-            self.last_session = CheckpointSession(self.trainer, None, None)
-        return self.last_session.save_at(target)
+        session = CheckpointSession(self.trainer, None, None)
+        if self.run_identity is not None:
+            session.run_id, session.sequence = self.run_identity
+        self.run_identity = (session.run_id, session.sequence)
+        return session.save_at(target)
 
     def load_from(self, path: str | os.PathLike) -> dict[str, Any]:
         """Restore the trainer from the checkpoint at ``path`` (the trainer's public
@@ -112,7 +118,7 @@ class Checkpointing:
         t = self.trainer
         session = CheckpointSession(t, path, None)
         epoch, position = session.restore()
-        self.last_session = session
+        self.remember(session)
         return {
             "epoch": int(epoch),
             "position": int(position),

@@ -475,6 +475,7 @@ class TrainerBase:
             loop.TrainingLoop(self, session).run()
         finally:
             self.checkpointing.training = False
+            self.checkpointing.remember(session)
 
     def before_training(self, resume_from_checkpoint: str | None) -> None:
         """Hook: work a family does once its ``train()`` arguments are checked, before the
