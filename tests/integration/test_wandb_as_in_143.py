@@ -75,7 +75,10 @@ def wandb_calls(monkeypatch):
         return run
 
     monkeypatch.setattr(wandb, "init", init)
-    return calls
+    yield calls
+    # W&B keeps its settings (disabled mode included) in a process-wide singleton: drop it, so
+    # that a later test of this worker can open an offline run.
+    wandb.teardown()
 
 
 def _logged_keys(calls) -> set[str]:
