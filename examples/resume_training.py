@@ -46,10 +46,9 @@ def make_trainer(run_dir: str, epochs: int, use_wandb: bool) -> MAGRPOTrainer:
         eval_num_samples=2,
         seed=0,
         output_dir=run_dir,
-        report_to=["wandb"] if use_wandb else None,  # wandb_config alone does not turn W&B on
     )
     wandb_config = None
-    if use_wandb:
+    if use_wandb:  # a wandb_config turns W&B on (report_to's default, "auto")
         wandb_config = {"project": "comlrl-examples", "name": "resume-demo", "dir": run_dir}
     return MAGRPOTrainer(
         agent_model=tiny_model_dir(),

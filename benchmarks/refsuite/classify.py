@@ -7,6 +7,10 @@ The lists live in ``benchmarks/refsuite/classification.json``:
   reason. Everything else is a public-API test.
 - ``deviations``: public-API tests that fail here on purpose, each naming the documented
   deviation (docs/compatibility.md) it meets.
+- ``stubs``: the reference internals that test modules import at import time, installed as
+  stand-ins so those modules import (``plugin/comlrl_refsuite_stubs.py``); their tests are
+  classified one by one (``percase.py``; those entries carry ``"per_test": true``). A public
+  test that uses a stand-in counts as a failure to look at: the classification is stale.
 
 An entry is a test id, or a prefix of one: a file (``test_x.py``), a test whose parametrized
 cases all count (``test_x.py::test_y``) or a class.
@@ -27,6 +31,10 @@ _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 def load_classification(path: Path = CLASSIFICATION) -> dict:
     """The classification file, checked: every entry has an id and a non-empty reason."""
     data = json.loads(Path(path).read_text())
+    for entry in data.get("stubs", []):
+        names = entry.get("names")
+        if not entry.get("module") or not (names == "*" or isinstance(names, list)):
+            raise ValueError(f"{path}: every 'stubs' entry needs a module and names (or '*').")
     for section in ("internal", "deviations"):
         entries = data.get(section)
         if not isinstance(entries, list):
@@ -35,6 +43,12 @@ def load_classification(path: Path = CLASSIFICATION) -> dict:
             if not str(entry.get("id", "")).strip() or not str(entry.get("reason", "")).strip():
                 raise ValueError(f"{path}: every '{section}' entry needs an id and a reason.")
     return data
+
+
+def with_per_test_entries(data: Mapping, entries: list[dict]) -> dict:
+    """``data`` with its ``per_test`` internal entries replaced by ``entries``."""
+    kept = [e for e in data["internal"] if not e.get("per_test")]
+    return {**data, "internal": kept + list(entries)}
 
 
 def matches(test_id: str, entry: str) -> bool:
@@ -68,6 +82,7 @@ def merge_records(records: Iterable[Mapping], prefix: str = "") -> dict[str, dic
                 "outcome": rec["outcome"],
                 "when": rec.get("when", "call"),
                 "message": rec.get("message", ""),
+                "stubs": list(rec.get("stubs", [])),
             }
     return merged
 
@@ -99,7 +114,11 @@ def summarize(outcomes: Mapping[str, Mapping], classification: Mapping) -> dict:
         entry = _first(test_id, internal)
         kind = "internal" if entry else "public"
         row = {"class": kind, "outcome": result["outcome"]}
-        if kind == "public" and result["outcome"] in ("failed", "error"):
+        if kind == "public" and result.get("stubs"):
+            # A public test needed a reference internal: the per-test classification is stale.
+            row["deviation"] = None
+            row["message"] = f"public, but used the stand-ins {result['stubs']} (run --classify)"
+        elif kind == "public" and result["outcome"] in ("failed", "error"):
             dev = _first(test_id, deviations)
             row["deviation"] = dev["reason"] if dev else None
             row["message"] = result.get("message", "")

@@ -14,12 +14,14 @@ from benchmarks.refsuite.classify import merge_records
 PLUGIN_DIR = Path(__file__).with_name("plugin")
 
 
-def _env(record: Path) -> dict[str, str]:
+def _env(record: Path, stubs: Path) -> dict[str, str]:
     env = dict(os.environ)
     # Only the recording plugin is added to the path: nothing of the repository (or of the
     # reference's own package) may shadow the installed comlrl.
     env["PYTHONPATH"] = str(PLUGIN_DIR)
     env["COMLRL_REFSUITE_RECORD"] = str(record)
+    # The reference internals its test modules import at import time, as stand-ins.
+    env["COMLRL_REFSUITE_STUBS"] = str(stubs)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("WANDB_MODE", "disabled")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -27,9 +29,15 @@ def _env(record: Path) -> dict[str, str]:
 
 
 def run_tests(
-    tests_dir: Path, workers: int = 0, timeout: float = 280.0
+    tests_dir: Path,
+    workers: int = 0,
+    timeout: float = 900.0,
+    only: list[str] | None = None,
+    stubs: list[dict] | None = None,
 ) -> tuple[dict[str, dict], bool]:
-    """``(outcomes by test id relative to tests_dir, whether the timeout cut the run short)``."""
+    """``(outcomes by test id relative to tests_dir, whether the timeout cut the run short)``;
+    ``only`` limits the run to those files (names relative to ``tests_dir``), ``stubs`` are the
+    classification's stand-ins for reference internals."""
     tests_dir = Path(tests_dir).resolve()
     run_dir = tests_dir.parent
     record = run_dir / "refsuite-records.jsonl"
@@ -37,15 +45,19 @@ def run_tests(
     # An empty ini in the run dir stops pytest from picking up any other configuration.
     ini = run_dir / "refsuite-pytest.ini"
     ini.write_text("[pytest]\n")
-    cmd = [sys.executable, "-m", "pytest", str(tests_dir), "-q", "-c", str(ini)]
-    cmd += ["--rootdir", str(tests_dir), "-p", "comlrl_refsuite_record", "-p", "no:cacheprovider"]
+    stubs_file = run_dir / "refsuite-stubs.json"
+    stubs_file.write_text(json.dumps({"stubs": list(stubs or [])}))
+    targets = [str(tests_dir / name) for name in only] if only else [str(tests_dir)]
+    cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-c", str(ini)]
+    cmd += ["--rootdir", str(tests_dir), "-p", "comlrl_refsuite_stubs"]
+    cmd += ["-p", "comlrl_refsuite_record", "-p", "no:cacheprovider"]
     # A module that does not import costs only its own tests.
     cmd += ["--continue-on-collection-errors"]
     cmd += ["-n", str(workers)] if workers > 0 else ["-p", "no:xdist"]
     proc = subprocess.Popen(
         cmd,
         cwd=run_dir,
-        env=_env(record),
+        env=_env(record, stubs_file),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

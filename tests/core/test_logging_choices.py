@@ -1,4 +1,5 @@
-"""Logging as a TRL user expects it: ``report_to`` alone picks the sinks, the W&B run is named
+"""Logging as a 1.4.3 and a TRL user expect it: ``report_to="auto"`` (the default) logs to W&B
+when a ``wandb_config`` is given, an explicit ``report_to`` picks the sinks, the W&B run is named
 after the run directory, TensorBoard gets the completions table as text, and ``comlrl train``
 prints a short table of eval completions after each evaluation."""
 
@@ -13,6 +14,7 @@ import pytest
 from comlrl.core.cli import main
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.console import CELL_WIDTH, completions_table
+from tests.reinforce.helpers import TINY_CLI_RUN
 
 
 class _FakeWandb:
@@ -52,9 +54,19 @@ def fake_wandb(monkeypatch):
 
 @pytest.mark.parametrize(
     "report_to, wandb_on",
-    [(None, False), (["tensorboard"], False), (["wandb"], True), (["jsonl", "wandb"], True)],
+    [
+        ("auto", True),  # a wandb_config turns W&B on, as in 1.4.3
+        (None, False),
+        ("none", False),
+        ([], False),
+        (["tensorboard"], False),
+        (["wandb"], True),
+        (["jsonl", "wandb"], True),
+    ],
 )
-def test_report_to_alone_turns_wandb_on(tmp_path, fake_wandb, report_to, wandb_on):
+def test_report_to_chooses_the_sinks_given_a_wandb_config(
+    tmp_path, fake_wandb, report_to, wandb_on
+):
     logger = MetricLogger(
         tmp_path / "run-a", wandb_config={"project": "p"}, report_to=report_to, default_name="n"
     )
@@ -63,6 +75,18 @@ def test_report_to_alone_turns_wandb_on(tmp_path, fake_wandb, report_to, wandb_o
     logger.close()
     assert bool(fake_wandb.inits) is wandb_on
     assert bool(fake_wandb.logged) is wandb_on
+
+
+def test_auto_without_a_wandb_config_opens_no_wandb_run(tmp_path, fake_wandb):
+    logger = MetricLogger(tmp_path / "run-b", report_to="auto", default_name="n")
+    assert logger.destinations() == [str(tmp_path / "run-b" / "metrics.jsonl")]
+    logger.start()
+    logger.log({"turn_1/reward_mean": 0.5}, 1)
+    logger.close()
+    assert fake_wandb.inits == [] and fake_wandb.logged == []
+    with_wandb = MetricLogger(tmp_path / "run-c", wandb_config={"project": "p"}, default_name="c")
+    assert with_wandb.destinations()[1].startswith("W&B (project 'p', run 'c'")
+    with_wandb.close()
 
 
 def test_wandb_run_is_named_after_the_run_directory(tmp_path, fake_wandb):
@@ -127,14 +151,10 @@ def test_completions_table_is_one_line_per_item_and_turn():
 def test_comlrl_train_prints_eval_completions(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     common = [
-        "magrpo.num_train_epochs=1",
-        "magrpo.num_generations=2",
-        "magrpo.max_new_tokens=4",
-        "magrpo.rollout_buffer_size=2",
-        "magrpo.eval_interval=0",  # only the final evaluation
-        "dataset.train_limit=2",
+        *TINY_CLI_RUN,
+        "magrpo.eval_interval=0",
+        "magrpo.eval_at_end=true",  # only the final evaluation
         "dataset.eval_limit=2",
-        "output.save_final_model=false",
     ]
     assert main(["train", "--override", *common, "output.run_name=shown"]) == 0
     out = capsys.readouterr().out

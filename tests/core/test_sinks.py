@@ -63,7 +63,11 @@ def test_a_registered_sink_receives_every_record(tmp_path, monkeypatch):
 def test_report_to_names_the_valid_sinks():
     assert check_report_to("tensorboard") == ["tensorboard"]
     assert check_report_to(None) is None
+    assert check_report_to("auto") == "auto" and check_report_to("AUTO") == "auto"
+    assert check_report_to("none") == [] and check_report_to([]) == []
+    with pytest.raises(ValueError, match="'auto' and 'none' stand alone"):
+        check_report_to(["auto", "tensorboard"])
     with pytest.raises(ValueError, match="report_to: unknown sink 'tensorbord'.*tensorboard"):
         check_report_to(["jsonl", "tensorbord"])
-    with pytest.raises(ValueError, match="report_to must be a sink name"):
+    with pytest.raises(ValueError, match="report_to must be 'auto', 'none', a sink name"):
         check_report_to(3)

@@ -219,22 +219,3 @@ def test_missing_wandb_is_reported_when_the_trainer_is_built(tmp_path, monkeypat
             wandb_config={"project": "p", "mode": "offline"},
             args=MAGRPOConfig(**FAST, num_turns=1, output_dir=str(tmp_path), report_to=["wandb"]),
         )
-
-
-def test_wandb_config_alone_no_longer_turns_wandb_on(tmp_path, monkeypatch):
-    # 1.4.3 logged to W&B whenever wandb_config was given; report_to now decides, and says so.
-    monkeypatch.setitem(sys.modules, "wandb", None)  # opening W&B would fail loudly
-    monkeypatch.setattr("comlrl.core.compat.notices._issued", set())
-    m, tok = tiny_pair(seed=0)
-    with pytest.warns(UserWarning, match=r"report_to does not name 'wandb'.*1\.4\.3"):
-        trainer = MAGRPOTrainer(
-            agents=[m, m],
-            tokenizer=tok,
-            train_dataset=ITEMS,
-            reward_func=reward,
-            wandb_config={"project": "p", "mode": "offline"},
-            args=MAGRPOConfig(**FAST, num_turns=1, output_dir=str(tmp_path)),
-        )
-    trainer.train()
-    assert trainer.logger.wandb is None
-    assert (tmp_path / "metrics.jsonl").exists()

@@ -8,6 +8,17 @@ PROMPTS = [
 ]
 
 
+# ``comlrl train --override`` settings of a tiny one-epoch MAGRPO run of the default demo.
+TINY_CLI_RUN = [
+    "magrpo.num_train_epochs=1",
+    "magrpo.num_generations=2",
+    "magrpo.max_new_tokens=4",
+    "magrpo.rollout_buffer_size=2",
+    "dataset.train_limit=2",
+    "output.save_final_model=false",
+]
+
+
 def length_reward(a, b):
     """Varies with the sampled lengths, so advantages are non-zero."""
     return [float(len(y) - len(x)) / 10.0 for x, y in zip(a, b)]

@@ -1,8 +1,11 @@
 """pytest plugin: append one JSON line per test outcome (and per failed collection) to the file
-named by ``COMLRL_REFSUITE_RECORD``, as each finishes, so a run cut short still reports."""
+named by ``COMLRL_REFSUITE_RECORD``, as each finishes, so a run cut short still reports. Each
+test's record lists the stand-ins of reference internals it used (``comlrl_refsuite_stubs``)."""
 
 import json
 import os
+
+from comlrl_refsuite_stubs import TOUCHED
 
 _PATH = os.environ.get("COMLRL_REFSUITE_RECORD")
 
@@ -33,6 +36,8 @@ def pytest_runtest_logreport(report):
                 "when": report.when,
                 "outcome": outcome,
                 "message": "" if report.passed else _message(report),
+                # The reference internals (stand-ins) the test used so far.
+                "stubs": list(TOUCHED),
             }
         )
 

@@ -12,6 +12,7 @@ config (``args``, ``global_args``), ``dist``, ``timing``, ``env_step``, ``wandb_
 from __future__ import annotations
 
 import os
+import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -57,6 +58,7 @@ class Reporting:
         self.last_reward_mean: float | None = None
         self.record_extras: list[Callable[[], dict[str, Any]]] = []
         self._pending_completions: list[dict[str, Any]] | None = None
+        self._announced = False
 
     # ----------------------------------------------------------------- the logger
     def _default_run_dir(self) -> str:
@@ -84,6 +86,21 @@ class Reporting:
                 report_to=t.args.report_to,
             )
         return self.logger
+
+    def announce_destinations(self) -> None:
+        """Print where the run's metrics go (``metrics.jsonl`` and each sink ``report_to``
+        chose), once per trainer, as the first line of its first ``train()`` call; silent on
+        ranks other than 0 and when the trainer is not verbose."""
+        t = self.trainer
+        logger = self.ensure_logger()
+        if self._announced or not t.is_main_process or not getattr(t, "verbose", True):
+            return
+        self._announced = True
+        from tqdm.auto import tqdm
+
+        chosen = t.args.report_to
+        where = "; ".join(logger.destinations())
+        tqdm.write(f"{t.algorithm_name}: metrics go to {where} (report_to={chosen!r})", sys.stdout)
 
     # ----------------------------------------------------------------- records
     def note_saved_model(self, output_dir: Any) -> None:

@@ -166,14 +166,19 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         self.warmup_metrics: dict[str, float] | None = None
         self.reporting.record_extras.append(self._record_extras)
 
-    def train(self, *args: Any, **kwargs: Any) -> None:
-        """Train; a ``layout_warmup_steps`` warm-up runs first (once per run, resumes skip it)."""
+    @classmethod
+    def supports_multi_process(cls) -> bool:
+        """Centralized training runs in one process: its layout warm-up is not sharded over
+        ranks."""
+        return False
+
+    def before_training(self, resume_from_checkpoint: str | None) -> None:
+        """A ``layout_warmup_steps`` warm-up runs before training (once per run, resumes skip
+        it), once ``train()``'s arguments are checked."""
         steps = self.args.layout_warmup_steps
-        resume = kwargs.get("resume_from_checkpoint", args[0] if args else None)
-        if steps and not self.layout_warmed_up and resume is None:
+        if steps and not self.layout_warmed_up and resume_from_checkpoint is None:
             self.warmup_metrics = warm_up_layout(self, steps)
             self.layout_warmed_up = True
-        super().train(*args, **kwargs)
 
     def state_dict(self) -> dict[str, Any]:
         """MAGRPO's state plus whether the layout warm-up ran."""

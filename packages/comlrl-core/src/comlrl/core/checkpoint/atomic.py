@@ -61,6 +61,27 @@ def publish(staging: str, target: str) -> None:
     fsync_path(os.path.dirname(target) or ".")
 
 
+def publish_replacing(staging: str, target: str) -> None:
+    """Flush ``staging`` and rename it to ``target``, swapping out what ``target`` held (an
+    earlier checkpoint, or an empty directory): the old one is renamed aside first and deleted
+    only once the new one is in place, and put back if the rename fails."""
+    fsync_tree(staging)
+    if not os.path.lexists(target):
+        publish(staging, target)
+        return
+    parent, name = os.path.split(target)
+    trash = tempfile.mkdtemp(prefix=f"{TRASH_PREFIX}{name.lstrip('.')}-", dir=parent or ".")
+    old = os.path.join(trash, name)
+    os.rename(target, old)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    fsync_path(parent or ".")
+    shutil.rmtree(trash)
+
+
 def write_latest(directory: str, name: str) -> None:
     """Atomically point ``<directory>/latest`` at the checkpoint ``name``."""
     final = os.path.join(directory, LATEST)

@@ -42,6 +42,8 @@ PORTABLE_FIELDS = frozenset(
         "eval_num_samples",
         "eval_batch_size",
         "eval_greedy",
+        "eval_at_end",
+        "report_to",
         "generation_batch_size",
         "logprob_max_tokens",
         "dpo_backward",

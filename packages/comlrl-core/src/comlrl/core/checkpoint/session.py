@@ -10,6 +10,7 @@ state, loop counters, callbacks, the metrics log position and, last, the random 
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import uuid
 import warnings
@@ -31,7 +32,7 @@ from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
 from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
-from comlrl.core.checkpoint.writer import write_checkpoint
+from comlrl.core.checkpoint.writer import write_checkpoint, write_checkpoint_at
 from comlrl.core.loop.step_cadence import due
 
 _log = logging.getLogger(__name__)
@@ -50,12 +51,27 @@ def on_checks_passed(callback: Callable[[], None]) -> Iterator[None]:
         _checks_passed_callbacks.remove(callback)
 
 
-def _positive_int(name: str, value: Any, allow_none: bool) -> None:
+def _positive_int(name: str, value: Any, allow_none: bool) -> int | None:
+    """``value`` as an int when it is a positive integer of any integral type (``numpy.int64``
+    included, bools refused); a ValueError naming ``name`` otherwise."""
     if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         extra = " or None" if allow_none else ""
         raise ValueError(f"{name} must be a positive integer{extra}, got {value!r}.")
+    return int(value)
+
+
+def check_checkpoint_arguments(
+    checkpoint_interval: Any, checkpoint_total_limit: Any, checkpoint_every_batches: Any
+) -> tuple[int, int | None, int | None]:
+    """The integer checkpoint arguments of ``train()``, checked and made plain ints; ``train()``
+    checks them first, before it reads anything else."""
+    return (
+        _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False),
+        _positive_int("checkpoint_total_limit", checkpoint_total_limit, allow_none=True),
+        _positive_int("checkpoint_every_batches", checkpoint_every_batches, allow_none=True),
+    )
 
 
 class CheckpointSession:
@@ -80,9 +96,11 @@ class CheckpointSession:
         save_steps: int | None = None,
         epoch_saves: bool = True,
     ):
-        _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False)
-        _positive_int("checkpoint_total_limit", checkpoint_total_limit, allow_none=True)
-        _positive_int("checkpoint_every_batches", checkpoint_every_batches, allow_none=True)
+        checkpoint_interval, checkpoint_total_limit, checkpoint_every_batches = (
+            check_checkpoint_arguments(
+                checkpoint_interval, checkpoint_total_limit, checkpoint_every_batches
+            )
+        )
         self.trainer = trainer
         self.directory = os.path.abspath(os.fspath(checkpoint_dir)) if checkpoint_dir else None
         self.interval = checkpoint_interval
@@ -276,7 +294,8 @@ class CheckpointSession:
         t = self.trainer
         return (tuple(t.cursor), t.global_batch, t.env_step)
 
-    def _logger_state(self) -> dict[str, Any]:
+    def logger_state(self) -> dict[str, Any]:
+        """Where the metrics log stands (records, last step, run dir, W&B run id)."""
         logger = getattr(self.trainer, "logger", None)
         if logger is None:
             return {"records": 0, "last_step": -1, "run_dir": None, "wandb_run_id": None}
@@ -299,6 +318,34 @@ class CheckpointSession:
                 return self._save_main(reason)
         return self._save_main(reason)
 
+    def save_at(self, target: str, reason: str = "manual") -> str | None:
+        """Write a checkpoint of the trainer as it is now into the directory ``target``,
+        replacing a checkpoint already there (``save_checkpoint``); returns its path (None on
+        a process that does not save). Nothing else changes: no ``latest`` pointer, no
+        rotation, and the session's own saves go on as before."""
+        sharded = getattr(self.trainer, "sharded", None)
+        if sharded is not None:
+            with sharded.full_view(self.trainer.optimizers_list()):
+                return self._save_at_main(target, reason)
+        return self._save_at_main(target, reason)
+
+    def _save_at_main(self, target: str, reason: str) -> str | None:
+        if not getattr(self.trainer, "is_main_process", True):
+            return None
+        with preserved_rng():
+            return write_checkpoint_at(self.trainer, target, replace=True, **self._fields(reason))
+
+    def _fields(self, reason: str) -> dict[str, Any]:
+        """What a checkpoint written now records besides the trainer's own state."""
+        return dict(
+            sequence=self.sequence,
+            run_id=self.run_id,
+            reason=reason,
+            fingerprint=self.fingerprint(),
+            loop_state=self.trainer.checkpointing.loop_state(),
+            logger_state=self.logger_state(),
+        )
+
     def _save_main(self, reason: str) -> str | None:
         if not getattr(self.trainer, "is_main_process", True):
             return None
@@ -306,16 +353,7 @@ class CheckpointSession:
             return self.last_path  # nothing happened since the last save
         self.sequence += 1
         with preserved_rng():
-            path = write_checkpoint(
-                self.trainer,
-                self.directory,
-                sequence=self.sequence,
-                run_id=self.run_id,
-                reason=reason,
-                fingerprint=self.fingerprint(),
-                loop_state=self.trainer.checkpointing.loop_state(),
-                logger_state=self._logger_state(),
-            )
+            path = write_checkpoint(self.trainer, self.directory, **self._fields(reason))
         protect = {self.resumed_from} if self.resumed_from else set()
         for removed in rotate(self.directory, self.run_id, self.limit, protect):
             _log.info("Removed old checkpoint %s.", removed)

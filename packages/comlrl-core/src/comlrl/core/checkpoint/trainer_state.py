@@ -33,6 +33,12 @@ class Checkpointing:
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
+        # (run id, sequence) of the latest train() or load_checkpoint(): a checkpoint that
+        # save_checkpoint writes afterwards belongs to that run. Only the identity is kept, not
+        # the session, which would keep holding its checkpoint directory's lock.
+        self.run_identity: tuple[str, int] | None = None
+        # Whether a train() call is under way (save_checkpoint and load_checkpoint refuse then).
+        self.training = False
 
     def session(
         self,
@@ -62,6 +68,65 @@ class Checkpointing:
             save_steps=t.args.save_steps,
             epoch_saves=epoch_saves,
         )
+
+    def remember(self, session: Any) -> None:
+        """Keep the run identity of ``session`` for later ``save_checkpoint`` calls."""
+        self.run_identity = (session.run_id, session.sequence)
+
+    def _refuse_in_training(self, method: str) -> None:
+        if self.training:
+            raise RuntimeError(
+                f"{method} cannot run while train() is running; checkpoints during training "
+                "come from train(checkpoint_dir=..., checkpoint_interval=...)."
+            )
+
+    def save_to(self, path: str | os.PathLike) -> str | None:
+        """Write a checkpoint of the trainer as it is now into the directory ``path`` (the
+        trainer's public ``save_checkpoint``): the files ``train(checkpoint_dir=...)`` writes
+        for one checkpoint, belonging to the run of the latest ``train()`` or
+        ``load_checkpoint`` (a new run before either). A checkpoint already at ``path`` is
+        replaced atomically; any other file or non-empty directory there is refused."""
+        from comlrl.core.checkpoint.layout import is_complete
+        from comlrl.core.checkpoint.session import CheckpointSession
+
+        self._refuse_in_training("save_checkpoint")
+        target = os.path.abspath(os.fspath(path))
+        if os.path.islink(target) or (
+            os.path.lexists(target)
+            and not (os.path.isdir(target) and (is_complete(target) or not os.listdir(target)))
+        ):
+            raise FileExistsError(
+                f"save_checkpoint: {target} exists and is not a checkpoint; choose a new "
+                "directory (an earlier checkpoint there would be replaced)."
+            )
+        session = CheckpointSession(self.trainer, None, None)
+        if self.run_identity is not None:
+            session.run_id, session.sequence = self.run_identity
+        self.run_identity = (session.run_id, session.sequence)
+        return session.save_at(target)
+
+    def load_from(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Restore the trainer from the checkpoint at ``path`` (the trainer's public
+        ``load_checkpoint``): weights, optimizers, schedulers, family and core state,
+        counters, callbacks and random generators, after the checks a resume runs. A later
+        ``train()`` starts from the first epoch with that state; ``train(resume_from_checkpoint
+        =path)`` continues from the checkpoint's position instead. Returns where the
+        checkpoint stands (epoch, position, env_step, global_batch, sequence, run_id)."""
+        from comlrl.core.checkpoint.session import CheckpointSession
+
+        self._refuse_in_training("load_checkpoint")
+        t = self.trainer
+        session = CheckpointSession(t, path, None)
+        epoch, position = session.restore()
+        self.remember(session)
+        return {
+            "epoch": int(epoch),
+            "position": int(position),
+            "env_step": int(t.env_step),
+            "global_batch": int(t.global_batch),
+            "sequence": int(session.sequence),
+            "run_id": session.run_id,
+        }
 
     def callbacks(self) -> dict[str, Any]:
         """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries

@@ -15,6 +15,7 @@ from comlrl.core.checkpoint.atomic import (
     make_staging,
     pause_for_tests,
     publish,
+    publish_replacing,
     write_latest,
 )
 from comlrl.core.checkpoint.codec import dumps
@@ -82,9 +83,23 @@ def _write_components(trainer: Any, staging: str, sequence: int) -> dict[str, An
     }
 
 
-def write_checkpoint(
+def write_checkpoint(trainer: Any, directory: str, *, sequence: int, **fields: Any) -> str:
+    """Write ``<directory>/checkpoint-<sequence>`` atomically, point ``latest`` at it, and
+    return its path. ``fields`` are :func:`write_checkpoint_at`'s (``run_id``, ``reason``,
+    ``fingerprint``, ``loop_state``, ``logger_state``). On any failure the staging dir is
+    removed and nothing is published."""
+    target = os.path.join(directory, checkpoint_name(sequence))
+    if os.path.lexists(target):
+        raise FileExistsError(f"Refusing to overwrite the existing checkpoint {target}.")
+    write_checkpoint_at(trainer, target, sequence=sequence, **fields)
+    write_latest(directory, os.path.basename(target))
+    kill_point("latest")
+    return target
+
+
+def write_checkpoint_at(
     trainer: Any,
-    directory: str,
+    target: str,
     *,
     sequence: int,
     run_id: str,
@@ -92,14 +107,14 @@ def write_checkpoint(
     fingerprint: dict[str, Any],
     loop_state: dict[str, Any],
     logger_state: dict[str, Any],
+    replace: bool = False,
 ) -> str:
-    """Write ``<directory>/checkpoint-<sequence>`` atomically, point ``latest`` at it, and
-    return its path. On any failure the staging dir is removed and nothing is published."""
-    target = os.path.join(directory, checkpoint_name(sequence))
-    if os.path.lexists(target):
-        raise FileExistsError(f"Refusing to overwrite the existing checkpoint {target}.")
+    """Write one checkpoint into the directory ``target`` atomically (staged next to it, then
+    renamed into place) and return its path; with ``replace`` a checkpoint already at
+    ``target`` is swapped out in the same step. On any failure the staging dir is removed and
+    nothing is published (a replaced checkpoint stays as it was)."""
     rng_tensors, rng_meta = capture_rng()
-    staging = make_staging(directory, sequence)
+    staging = make_staging(os.path.dirname(target) or ".", sequence)
     try:
         kill_point("staging")
         _write_text(
@@ -135,12 +150,13 @@ def write_checkpoint(
         }
         _write_text(os.path.join(staging, MANIFEST), json.dumps(manifest, indent=1))
         kill_point("manifest")
-        publish(staging, target)
+        if replace:
+            publish_replacing(staging, target)
+        else:
+            publish(staging, target)
     except BaseException:
         if os.path.isdir(staging):
             shutil.rmtree(staging)
         raise
     kill_point("published")
-    write_latest(directory, os.path.basename(target))
-    kill_point("latest")
     return target

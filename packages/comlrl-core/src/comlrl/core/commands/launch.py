@@ -207,7 +207,7 @@ def build_trainer(run: dict[str, Any], run_dir: str):
         else [resolve_model_name(agent_name)] * num_agents
     )
     # A missing optional package fails here, before a tokenizer or model loads.
-    require_sink_packages(getattr(config, "report_to", None))
+    require_sink_packages(getattr(config, "report_to", None), run.get("wandb"))
     # The task's formatters apply each agent's chat template, so they need its tokenizer; the
     # trainer gets the same tokenizer objects.
     tokenizers = run_tokenizers(sources, model_config)

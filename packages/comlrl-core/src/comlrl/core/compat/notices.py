@@ -32,18 +32,3 @@ def note_discount_applies(discount: float, num_turns: int, algorithm: str = "MAG
             "turns are R = r + discount * mean(R of the next turn). CoMLRL 1.4.3 accepted this "
             "field but ignored it (undiscounted returns); set discount: 1.0 to train as it did.",
         )
-
-
-def note_wandb_needs_report_to(wandb_config: dict | None, report_to: list[str] | None) -> None:
-    """Warn once that a ``wandb_config`` (a ``wandb:`` section) alone no longer logs to W&B.
-
-    In CoMLRL 1.4.3 a ``wandb_config`` turned W&B on; here ``report_to`` alone chooses the sinks,
-    so a 1.4.3 run file with a ``wandb:`` section and no ``report_to`` logs nothing to W&B.
-    """
-    if wandb_config is not None and "wandb" not in (report_to or ()):
-        _warn_once(
-            "wandb_report_to",
-            "a wandb_config (wandb: section) is set but report_to does not name 'wandb', so "
-            "nothing is logged to W&B; add report_to: [wandb] to the algorithm's section "
-            "(CoMLRL 1.4.3 turned W&B on from wandb_config alone).",
-        )

@@ -35,6 +35,7 @@ from comlrl.core.distributed import MODES as DISTRIBUTED_MODES
 from comlrl.core.logging.completions import check_log_completions
 from comlrl.core.logging.sink import check_report_to
 from comlrl.core.logprobs.budget import check_token_budget
+from comlrl.core.loop.final_eval import check_eval_at_end
 from comlrl.core.loop.step_cadence import STEP_UNITS
 from comlrl.core.models.setup import check_peft_config
 from comlrl.core.monitors.config import check_monitors
@@ -385,11 +386,13 @@ class CommonConfig:
         help="Greedy decoding in evaluation instead of the training sampling settings.",
         check=Boolean(),
     )
-    eval_at_end: bool = knob(
-        True,
+    eval_at_end: bool | str = knob(
+        "auto",
         help="Evaluate once more after the last update of a completed run, when an eval set "
-        "exists and `eval_num_samples` > 0.",
-        check=Boolean(),
+        "exists and `eval_num_samples` > 0. `auto`: only when the run evaluates during "
+        "training (`eval_interval` > 0 or `eval_steps` set), so `eval_interval: 0` evaluates "
+        "never, as in CoMLRL 1.4.3; true/false: always/never.",
+        check=Custom(check_eval_at_end, "auto, true or false"),
     )
     show_eval_sample: bool = knob(
         False,
@@ -415,12 +418,15 @@ class CommonConfig:
 
     item_seeded_sampling: bool = ITEM_SEEDED_SAMPLING(False)
     report_to: Any = knob(
-        None,
-        help="Metric sinks besides `metrics.jsonl` (always written): `wandb`, `tensorboard` "
-        "(event files in `<run dir>/tensorboard`), or a sink registered under the entry-point "
-        "group `comlrl.sinks`; None: `metrics.jsonl` only (a `wandb_config` alone does not turn "
-        "W&B on).",
-        check=Custom(lambda name, value: check_report_to(value, name), "a sink name or list"),
+        "auto",
+        help="Metric sinks besides `metrics.jsonl` (always written): a list of `wandb`, "
+        "`tensorboard` (event files in `<run dir>/tensorboard`) or sinks registered under the "
+        "entry-point group `comlrl.sinks`. `auto`: W&B when a `wandb_config` (a run file's "
+        "`wandb:` section) is given, as in CoMLRL 1.4.3, else `metrics.jsonl` only; `none`, "
+        "`[]` or None: `metrics.jsonl` only. An explicit value always wins over `wandb_config`.",
+        check=Custom(
+            lambda name, value: check_report_to(value, name), "auto, none, a sink name or list"
+        ),
     )
     reference_kl_estimator: str | None = knob(
         None,

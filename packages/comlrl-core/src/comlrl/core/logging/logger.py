@@ -7,14 +7,15 @@ from typing import Any
 
 from comlrl.core.logging.completions import CompletionsLog, log_completions_table
 from comlrl.core.logging.jsonl import JsonlSink
-from comlrl.core.logging.sink import BUILT_IN, Sink, sink_factories
+from comlrl.core.logging.sink import AUTO, Sink, resolve_report_to, sink_factories
 
 
 class MetricLogger:
     """Fans metrics out to a JSONL file (always) and to the sinks that ``report_to`` names:
     ``wandb``, ``tensorboard`` or a registered one (see :mod:`comlrl.core.logging.sink`), each
     built by its factory with its own options (``sink_options[name]``; W&B's are the
-    ``wandb_config``, which alone turns nothing on).
+    ``wandb_config``). ``report_to="auto"`` (the default) is W&B when a ``wandb_config`` is
+    given, as in CoMLRL 1.4.3, and no other sink otherwise.
 
     Steps must not go backwards: a record at a lower step than the last one is logged at the
     last step instead, so W&B never drops it. Only the main process logs (``enabled=False``
@@ -29,13 +30,14 @@ class MetricLogger:
         run_config: dict | None = None,
         default_name: str = "comlrl",
         enabled: bool = True,
-        report_to: list[str] | None = None,
+        report_to: str | list[str] | None = AUTO,
         sink_options: dict[str, dict] | None = None,
     ):
         self.enabled = enabled
         self.run_dir = str(run_dir) if run_dir is not None else None
         self.last_step = -1
         self.jsonl: JsonlSink | None = None
+        self._closed_count = 0
         self._run_config = dict(run_config or {})
         wandb_options = dict(wandb_config or {})
         if not (wandb_options.get("name") or wandb_options.get("run_name")):
@@ -45,15 +47,23 @@ class MetricLogger:
         if enabled and self.run_dir is not None:
             self.jsonl = JsonlSink(os.path.join(self.run_dir, "metrics.jsonl"))
             factories = sink_factories()
-            for name in report_to or ():
-                if name not in BUILT_IN:
-                    make = factories[name]
-                    self.sinks[name] = make(self.run_dir, self._run_config, options.get(name, {}))
+            for name in resolve_report_to(report_to, wandb_config):
+                make = factories[name]
+                self.sinks[name] = make(self.run_dir, self._run_config, options.get(name, {}))
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
         # Sampled completions (see comlrl.core.logging.completions); a resume rewinds them.
         self.completions = CompletionsLog(self.run_dir) if self.jsonl is not None else None
         self._completions_checked = False
+
+    def destinations(self) -> list[str]:
+        """Where this logger's metrics go, one entry per sink (``metrics.jsonl`` first); a sink
+        says it with a ``describe()`` method, else by its ``report_to`` name."""
+        out = [os.path.join(self.run_dir, "metrics.jsonl")] if self.jsonl is not None else []
+        for name, sink in self.sinks.items():
+            describe = getattr(sink, "describe", None)
+            out.append(describe() if callable(describe) else name)
+        return out
 
     def start(self, resume_id: str | None = None) -> str | None:
         """Open every sink that has a run of its own (``start``), continuing ``resume_id``;
@@ -129,8 +139,9 @@ class MetricLogger:
 
     @property
     def records_written(self) -> int:
-        """How many JSONL records the run dir holds (a resume cursor)."""
-        return self.jsonl.count if self.jsonl is not None else 0
+        """How many JSONL records the run dir holds (a resume cursor), also once closed (a
+        checkpoint saved after ``train()`` returned)."""
+        return self.jsonl.count if self.jsonl is not None else self._closed_count
 
     def rewind(self, records: int, step: int) -> None:
         """Keep the first ``records`` JSONL records and continue from ``step`` (resume)."""
@@ -146,6 +157,7 @@ class MetricLogger:
         finished too unless ``finish_wandb`` is False, and then stays for later records (a
         ``save_model`` after ``train()``)."""
         if self.jsonl is not None:
+            self._closed_count = self.jsonl.count
             self.jsonl.close()
             self.jsonl = None
         kept = {}

@@ -9,9 +9,9 @@ sink's own mapping (W&B's is the run's ``wandb_config``; ``sink_options`` gives 
 Besides ``write`` and ``close`` a sink may have ``log_table(key, columns, data, step)`` (tables of
 sampled completions), ``log_html(figures, step)`` (figures as HTML or SVG text, by key: the
 preference family's reward histograms), ``start(resume_id) -> run id`` (a sink with a run of
-its own, opened when training starts, whose id checkpoints keep so a resumed run continues it)
-and ``finish()`` (such a run outlives ``close``, which only ends a ``train()`` call, until
-``finish``).
+its own, opened when training starts, whose id checkpoints keep so a resumed run continues it),
+``describe() -> str`` (where it writes, for the line a run starts with) and ``finish()`` (such
+a run outlives ``close``, which only ends a ``train()`` call, until ``finish``).
 """
 
 from __future__ import annotations
@@ -75,29 +75,67 @@ def sink_factories() -> dict[str, Callable[..., Sink]]:
 _SINK_PACKAGES = {"wandb": "wandb", "tensorboard": "tensorboard"}
 
 
-def require_sink_packages(report_to: list[str] | None) -> None:
-    """Fail with the install command when a sink ``report_to`` names needs a package that is
-    not installed; trainers call it while they are built, before any model loads."""
-    names = report_to or ()
+def require_sink_packages(report_to: Any, wandb_config: dict | None = None) -> None:
+    """Fail with the install command when a sink that ``report_to`` chooses (with
+    ``wandb_config``, see :func:`resolve_report_to`) needs a package that is not installed;
+    trainers and the CLI call it before any model loads."""
+    names = resolve_report_to(report_to, wandb_config)
+    auto = check_report_to(report_to) == AUTO
     require_packages(
-        (package, f"report_to: [{name}]")
+        (
+            package,
+            "a wandb_config (report_to='auto', the default, logs to W&B when one is given; "
+            "report_to='none' turns W&B off)"
+            if auto
+            else f"report_to: [{name}]",
+        )
         for name, package in _SINK_PACKAGES.items()
         if name in names
     )
 
 
-def check_report_to(value: Any, field: str = "report_to") -> list[str] | None:
-    """``report_to`` as a list of sink names (None: only ``metrics.jsonl``)."""
+# ``report_to``'s default: W&B when a ``wandb_config`` (a run file's ``wandb:`` section) is
+# given, as CoMLRL 1.4.3 logged, else only the local sinks.
+AUTO = "auto"
+# Words that name no sink besides the always-written ``metrics.jsonl`` (TRL's spelling).
+NONE = "none"
+
+
+def check_report_to(value: Any, field: str = "report_to") -> str | list[str] | None:
+    """``report_to`` checked: ``"auto"`` as it is, a list of sink names otherwise (None, ``"none"``
+    and ``[]`` name no sink besides ``metrics.jsonl``; None stays None)."""
     if value is None:
         return None
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, str) and value.strip().lower() == NONE:
+        return []
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{field} must be a sink name or a list of names, got {value!r}.")
+        raise ValueError(
+            f"{field} must be 'auto', 'none', a sink name or a list of names, got {value!r}."
+        )
+    if AUTO in names or NONE in names:
+        raise ValueError(
+            f"{field}: {AUTO!r} and {NONE!r} stand alone, not in a list ({list(names)!r}); "
+            "write report_to: auto, report_to: none, or list the sinks."
+        )
     valid = set(BUILT_IN) | set(sink_factories())
     unknown = [n for n in names if n not in valid]
     if unknown:
         raise ValueError(
             f"{field}: unknown sink {unknown[0]!r}; choose from {', '.join(sorted(valid))} "
-            f"(or register one under the entry-point group {ENTRY_POINT_GROUP!r})."
+            f"(or register one under the entry-point group {ENTRY_POINT_GROUP!r}), or write "
+            f"{AUTO!r} or {NONE!r}."
         )
     return list(dict.fromkeys(names))
+
+
+def resolve_report_to(report_to: Any, wandb_config: dict | None) -> list[str]:
+    """The sinks a run writes to besides ``metrics.jsonl``: ``report_to`` as given, except that
+    ``"auto"`` means ``["wandb"]`` when ``wandb_config`` is given (CoMLRL 1.4.3's behaviour)
+    and no other sink otherwise."""
+    checked = check_report_to(report_to)
+    if checked == AUTO:
+        return ["wandb"] if wandb_config is not None else []
+    return [n for n in checked or () if n not in BUILT_IN]

@@ -40,6 +40,10 @@ class TensorBoardSink:
         self.log_dir = os.path.join(os.fspath(run_dir), "tensorboard")
         self.writer = SummaryWriter(log_dir=self.log_dir)
 
+    def describe(self) -> str:
+        """Where this sink writes, for the run's first lines."""
+        return f"TensorBoard ({self.log_dir})"
+
     def write(self, metrics: Mapping[str, Any], step: int) -> None:
         """Add every numeric value of ``metrics`` as a scalar at ``step``."""
         for key, value in metrics.items():

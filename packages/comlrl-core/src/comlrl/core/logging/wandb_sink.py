@@ -71,6 +71,13 @@ class WandbSink:
             self.run_id = self.run.id
         return self.run_id
 
+    def describe(self) -> str:
+        """Where this sink writes, for the run's first lines: project, run name, mode."""
+        kw = self._init_kwargs
+        where = f"W&B (project {kw['project']!r}, run {kw['name']!r}"
+        mode = kw.get("mode") or os.environ.get("WANDB_MODE")
+        return where + (f", mode {mode})" if mode else ")")
+
     def write(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at ``step``."""
         self.start()

@@ -26,7 +26,8 @@ The subpackage's modules: :mod:`.trainer` (``TrainerBase``: inputs, wiring and t
 contract's defaults), :mod:`.algorithm` (the ``Algorithm`` protocol the loop drives),
 :mod:`.buffer` (the rollout buffer between ``collect`` and ``update``), :mod:`.epoch_order`
 (the order an epoch visits the items), :mod:`.step_cadence` (the logging, eval and save
-cadences) and :mod:`.timing` (seconds per phase and tokens per second).
+cadences), :mod:`.final_eval` (whether a completed run evaluates once more) and :mod:`.timing`
+(seconds per phase and tokens per second).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import torch
 
 from comlrl.core.distributed import barrier, shard_range
 from comlrl.core.loop.epoch_order import epoch_items
+from comlrl.core.loop.final_eval import final_evaluation_wanted
 from comlrl.core.training.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)
@@ -210,6 +212,7 @@ class TrainingLoop:
             seed_everything(t.args.seed + t.dist.rank)
         with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
             logger.start(resume_id=session.wandb_run_id)
+        t.reporting.announce_destinations()
         t.train_started = time.perf_counter()
         sharded = t.sharded
         try:
@@ -291,11 +294,12 @@ class TrainingLoop:
         return last or not self._monitor_stop()
 
     def _final_evaluation(self) -> None:
-        """Evaluate the finished run once more, after its last update (``eval_at_end``); the
-        eval cadence alone evaluates only before units, never after the last one."""
+        """Evaluate the finished run once more, after its last update (``eval_at_end``, see
+        :mod:`.final_eval`); the eval cadence alone evaluates only before units, never after
+        the last one."""
         t = self.trainer
         a = t.args
-        if not getattr(a, "eval_at_end", False) or t.eval_dataset is None:
+        if not final_evaluation_wanted(a) or t.eval_dataset is None:
             return
         if getattr(a, "eval_num_samples", 0) > 0 and t.is_main_process:
             t.evaluate()

@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from comlrl.core import loop
+from comlrl.core.checkpoint.session import check_checkpoint_arguments
 from comlrl.core.checkpoint.trainer_state import Checkpointing
-from comlrl.core.compat.notices import note_wandb_needs_report_to
 from comlrl.core.distributed import (
     DistributedContext,
     init_context,
@@ -98,6 +98,10 @@ class TrainerBase:
     # A single process until setup joins the launcher's process group.
     dist: DistributedContext = local_context()
     rollout_buffer: RolloutBuffer | None = None
+    # The loop's position before the first train() call (the loop sets its own).
+    cursor: tuple[int, int] = (0, 0)
+    global_batch = 0
+    stage_units: Any = None
     # How a buffered sample becomes plain data and back (``use_buffer`` sets them).
     sample_cls: Any = None
     joint_sample_cls: Any = None
@@ -150,8 +154,7 @@ class TrainerBase:
         self.model_config = dict(inputs.model_config or {})
         for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
             setattr(self, name, getattr(inputs, name))
-        require_sink_packages(self.args.report_to)
-        note_wandb_needs_report_to(inputs.wandb_config, self.args.report_to)
+        require_sink_packages(self.args.report_to, inputs.wandb_config)
         self.eval_logger, self.eval_aggregator = inputs.eval_logger, inputs.eval_aggregator
         self.dataset_type = inputs.dataset_type
         sections = (inputs.wandb_config or {}).get("config_sections") or {}
@@ -448,9 +451,17 @@ class TrainerBase:
         SIGTERM stop training after the current batch, write a checkpoint, and return with
         ``self.interrupted`` set.
 
-        Extra keyword arguments go to ``model.generate`` during training rollouts.
+        Extra keyword arguments go to ``model.generate`` during training rollouts. The
+        checkpoint integers are checked first, before anything else is read; any integral type
+        (``numpy.int64`` too) is accepted.
         """
+        checkpoint_interval, checkpoint_total_limit, checkpoint_every_batches = (
+            check_checkpoint_arguments(
+                checkpoint_interval, checkpoint_total_limit, checkpoint_every_batches
+            )
+        )
         check_generation_kwargs(generation_kwargs)
+        self.before_training(resume_from_checkpoint)
         session = self.checkpointing.session(
             resume_from_checkpoint,
             checkpoint_dir,
@@ -459,7 +470,32 @@ class TrainerBase:
             checkpoint_every_batches,
         )
         self.generation_kwargs = dict(generation_kwargs)
-        loop.TrainingLoop(self, session).run()
+        self.checkpointing.training = True
+        try:
+            loop.TrainingLoop(self, session).run()
+        finally:
+            self.checkpointing.training = False
+            self.checkpointing.remember(session)
+
+    def before_training(self, resume_from_checkpoint: str | None) -> None:
+        """Hook: work a family does once its ``train()`` arguments are checked, before the
+        checkpoint session opens (``resume_from_checkpoint`` says whether the run resumes)."""
+
+    def save_checkpoint(self, output_dir: str | os.PathLike) -> str | None:
+        """Write a checkpoint of the trainer as it is now into the directory ``output_dir`` and
+        return its path (the same files as one checkpoint of ``train(checkpoint_dir=...)``).
+        Resume from it with ``train(resume_from_checkpoint=output_dir)`` or restore it with
+        :meth:`load_checkpoint`. A checkpoint already there is replaced atomically; call it
+        between ``train()`` calls, not during one."""
+        return self.checkpointing.save_to(output_dir)
+
+    def load_checkpoint(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Restore weights, optimizers, counters, callbacks and random generators from the
+        checkpoint at ``path`` (written by :meth:`save_checkpoint` or by ``train``), after the
+        same checks a resume runs; returns where it stands (``epoch``, ``position``,
+        ``env_step``, ...). A later ``train()`` starts from the first epoch with this state;
+        ``train(resume_from_checkpoint=path)`` continues from the checkpoint's position."""
+        return self.checkpointing.load_from(path)
 
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
         """Roll out one joint sample per eval item and turn; log and return turn metrics."""

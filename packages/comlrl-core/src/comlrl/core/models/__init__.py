@@ -414,14 +414,6 @@ def check_vocab_fits(tokenizers: Sequence[Any], models: Sequence[Any]) -> None:
             )
 
 
-def sync_generation_ids(model, tokenizer) -> None:
-    """Make ``generate`` stop at this tokenizer's EOS and pad with its pad id."""
-    for cfg in (getattr(model, "config", None), getattr(model, "generation_config", None)):
-        if cfg is not None:
-            cfg.pad_token_id = tokenizer.pad_token_id
-            cfg.eos_token_id = tokenizer.eos_token_id
-
-
 def freeze_model(model):
     """Put ``model`` in eval mode with gradients off (reference and frozen models)."""
     model.eval()
@@ -443,18 +435,18 @@ def build_agents(
     share_named: bool = False,
 ) -> tuple[list, list]:
     """The agents as a trainer uses them: every agent and its tokenizer loaded, the configured
-    special tokens added, each agent moved to its device (as :mod:`comlrl.core.placement`
-    planned) and its generation ids aligned with its tokenizer; returns (agents,
-    tokenizers). ``share_named`` (a ``peft_config`` run on one device) keeps agents of one
-    named base one object, which :func:`~comlrl.core.models.setup.prepare_agents` gives one
-    adapter per agent."""
+    special tokens added and each agent moved to its device (as :mod:`comlrl.core.placement`
+    planned); returns (agents, tokenizers). The agents' ``config`` and ``generation_config``
+    stay as the user gave them: generation passes the tokenizer's pad and EOS ids explicitly.
+    ``share_named`` (a ``peft_config`` run on one device) keeps agents of one named base one
+    object, which :func:`~comlrl.core.models.setup.prepare_agents` gives one adapter per
+    agent."""
     share_named = share_named and len({str(d) for d in devices}) == 1
     agents = load_agents(sources, model_config, share_named)
     tokenizers = resolve_tokenizers(tokenizer, sources, model_config)
     if model_config.get("special_tokens"):
         add_special_tokens(tokenizers, agents, model_config["special_tokens"])
     check_vocab_fits(tokenizers, agents)
-    for model, tok, dev in zip(agents, tokenizers, devices):
+    for model, dev in zip(agents, devices):
         model.to(dev)
-        sync_generation_ids(model, tok)
     return agents, tokenizers
