@@ -20,12 +20,16 @@ from comlrl.core.config.base import KL_ESTIMATORS
 from comlrl.core.distributed.sharding import unsharded_copy
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.training.precision import precision_like
 
 
 def build_reference_models(
     agents: Sequence[Any], sources: Sequence[Any], devices, model_config: dict | None = None
 ) -> list:
-    """One frozen reference per agent: reloaded from its name, or a copy of the given object.
+    """One frozen reference per agent: reloaded from its name, or a copy of the given object,
+    in the precision of the initial policy it stands for (fp32 when the agent's weights are,
+    so that under ``bf16=True`` both are scored under the same autocast from the same weights
+    and the KL starts at exactly 0).
 
     Agents that share one object share one reference too; agents that are adapters on one
     shared base get the base with adapters disabled (no copy).
@@ -43,7 +47,7 @@ def build_reference_models(
             ref = (
                 load_causal_lm(src, model_config) if isinstance(src, str) else unsharded_copy(agent)
             )
-            refs[key] = freeze_model(ref).to(dev)
+            refs[key] = freeze_model(precision_like(ref, agent)).to(dev)
         out.append(refs[key])
     return out
 
