@@ -6,7 +6,11 @@ Per token, with ``d = log pi_ref - log pi`` (the sample drawn from ``pi``):
   gradient is the KL's gradient, as TRL, verl and OpenRLHF use it);
 - ``k2 = d^2 / 2``: low variance; in the *loss*, its gradient is the KL's gradient on-policy;
 - ``k3 = exp(d) - d - 1 >= 0``: unbiased and low variance (GRPO's loss term); as a reward its
-  score-function gradient is biased (CoMLRL 1.4.3 used it there).
+  score-function gradient is biased (CoMLRL 1.4.3 used it there). It grows exponentially in
+  ``d``: one sampled token the policy finds far less likely than the reference does (log-probs
+  -12 against -0.5) gives 9.9e4, and after gradient clipping that token alone sets the step's
+  direction. So, as verl's ``low_var_kl``, ``d`` is clamped to [-20, 20] and k3 to [0, 10]
+  (:data:`K3_CLAMP`); a clamped token gets no gradient.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ def build_reference_models(
     return out
 
 
+# verl's bounds for k3: the log-ratio d to [-D, D], k3 itself to at most K3 (k3 >= 0 anyway).
+K3_LOG_RATIO_CLAMP = 20.0
+K3_CLAMP = 10.0
+
 # Where the KL goes when ``reference_kl_estimator`` is None.
 DEFAULT_ESTIMATORS = {"reward": "k1", "loss": "k3"}
 
@@ -65,14 +73,16 @@ def check_estimator(name: str, field: str = "reference_kl_estimator") -> str:
 
 def token_kl(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str) -> torch.Tensor:
     """The per-token KL estimate ``estimator`` (k1, k2 or k3) of samples from the policy whose
-    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape)."""
+    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape); k3 clamped as
+    verl clamps it (see the module docs)."""
     d = ref_logps - logps
     kind = check_estimator(estimator, "estimator")
     if kind == "k1":
         return -d
     if kind == "k2":
         return 0.5 * d * d
-    return torch.exp(d) - d - 1.0
+    d = d.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+    return (torch.exp(d) - d - 1.0).clamp(max=K3_CLAMP)
 
 
 def estimator_for(args: Any, where: str) -> str:
