@@ -162,22 +162,21 @@ def enable_gradient_checkpointing(agents: list) -> None:
 
     The non-reentrant variant is used: it needs no input that requires grad, so it works with
     frozen embeddings (LoRA). Adapters on one shared base recompute each layer with the
-    adapter its forward ran with (:meth:`~comlrl.core.models.adapters.SharedBase.checkpoint_contexts`). The model's own KV cache is turned off for its forward passes,
-    which transformers would otherwise do with a warning at every training step; generation
-    asks for the cache explicitly and is unaffected.
+    adapter its forward ran with (see
+    :meth:`~comlrl.core.models.adapters.SharedBase.checkpoint_contexts`). The model's own KV
+    cache is turned off for its forward passes, which transformers would otherwise do with a
+    warning at every training step; generation asks for the cache explicitly and is unaffected.
     """
     # An adapter view runs its shared base model: that model is the one to configure, once,
     # with a recomputation that re-activates the adapter each layer's forward ran with.
-    owners = {}
+    owners: dict[int, tuple[Any, dict]] = {}
     for m in agents:
-        shared = getattr(m, "shared", None) if hasattr(m, "adapter_name") else None
-        kwargs = {"use_reentrant": False}
+        shared = m.shared if hasattr(m, "adapter_name") else None
+        model = shared.model if shared is not None else m
+        kwargs: dict[str, Any] = {"use_reentrant": False}
         if shared is not None:
             kwargs["context_fn"] = shared.checkpoint_contexts
-        owners.setdefault(
-            id(shared.model if shared is not None else m),
-            (shared.model if shared is not None else m, kwargs),
-        )
+        owners.setdefault(id(model), (model, kwargs))
     for model, kwargs in owners.values():
         # transformers 5 renamed the method (the old name warns); older releases have only it.
         enable = getattr(model, "activation_checkpointing_enable", None)
