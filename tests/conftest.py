@@ -35,3 +35,12 @@ def tiny_model(tiny_dir):
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(tiny_dir)
+
+
+@pytest.fixture(scope="session", params=["qwen2", "llama"])
+def hub_dir(request) -> str:
+    """A tiny checkpoint saved like a hub one (bf16 safetensors, a tokenizer with a chat
+    template and special tokens), for each of the Qwen2 and Llama families; load it by path."""
+    from comlrl.core.testing import hub_model_dir
+
+    return hub_model_dir(arch=request.param)

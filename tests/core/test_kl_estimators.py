@@ -55,3 +55,18 @@ def test_sequence_kl_sums_the_token_estimates(estimator):
         assert got[row] == pytest.approx(want, rel=1e-5, abs=1e-6)
     if estimator == "k3":
         assert all(v >= 0 for v in got)
+
+
+def test_k3_is_clamped_as_verl_clamps_it():
+    """A sampled token the policy finds far less likely than the reference (-12 against -0.5)
+    gave k3 = 9.9e4 and a gradient of -9.9e4; verl's bounds cap it at 10 with no gradient."""
+    logp = torch.tensor([-12.0, -3.0, -0.5, -60.0, 30.0], requires_grad=True)
+    ref = torch.tensor([-0.5, -0.5, -0.5, -0.5, -0.5])
+    k3 = token_kl(logp, ref, "k3")
+    (grad,) = torch.autograd.grad(k3.sum(), logp)
+    d = ref - logp.detach()
+    assert k3[:3].tolist() == pytest.approx([10.0, math.exp(2.5) - 3.5, 0.0])
+    assert k3[3].item() == 10.0  # d = 59.5: clamped to 20 first, so no overflow
+    assert k3[4].item() == 10.0  # d = -30.5: clamped to -20, then k3 = 19 to 10
+    assert grad[0].item() == 0.0 and grad[3].item() == 0.0 and grad[4].item() == 0.0
+    assert grad[1].item() == pytest.approx(1.0 - math.exp(d[1].item()))

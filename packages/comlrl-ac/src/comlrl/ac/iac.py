@@ -157,7 +157,7 @@ class IACTrainer(ActorCriticTrainerBase):
         """Agent ``agent``'s critic estimates at the last token of each row (no gradients)."""
         backbone, head = self._value_modules(agent)
         pad = self.tokenizers[agent].pad_token_id
-        return estimate_values(backbone, head, rows, pad, self.args.logprob_max_tokens)
+        return estimate_values(backbone, head, rows, pad, self.args.logprob_max_tokens, self.args)
 
     def _estimate_values(self, nodes: list[TreeNode]):
         q = bool(self.args.uses_q_critic)

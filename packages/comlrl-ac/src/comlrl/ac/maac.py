@@ -137,7 +137,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         critic = self.critic
         pad = self.tokenizers[0].pad_token_id
         return estimate_values(
-            critic.backbone, critic.value_head, rows, pad, self.args.logprob_max_tokens
+            critic.backbone, critic.value_head, rows, pad, self.args.logprob_max_tokens, self.args
         )
 
     def _estimate_values(self, nodes: list[TreeNode]):

@@ -33,8 +33,8 @@ class ValueHead(nn.Module):
     """Maps a hidden state to one scalar: ``Linear(d, 1)``, or ``Linear(d, h) → tanh →
     Linear(h, 1)`` when ``hidden_dim`` is set. Weights start at N(0, 0.02), biases at 0.
 
-    The head computes in fp32 whatever the backbone's dtype, since a regression target in bf16
-    loses most of its precision.
+    The head computes in fp32 whatever the backbone's dtype, and outside any autocast (under
+    ``bf16=True`` too), since a regression target in bf16 loses most of its precision.
     """
 
     def __init__(self, hidden_size: int, hidden_dim: int | None = None):
@@ -52,7 +52,8 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """``[..., d]`` hidden states → ``[...]`` values."""
-        return self.net(hidden.float()).squeeze(-1)
+        with torch.autocast(hidden.device.type, enabled=False):
+            return self.net(hidden.float()).squeeze(-1)
 
     @property
     def hidden_dim(self) -> int | None:

@@ -107,10 +107,21 @@ def build_tokenizer(vocab_size: int = 320, separate_pad: bool = False):
     By default pad and EOS are the same token (as in many chat models), which is the harder case
     for masking; ``separate_pad=True`` adds a distinct pad token.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     specials = [EOS_TOKEN] + ([PAD_TOKEN] if separate_pad else [])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=_byte_level_bpe(specials, vocab_size),
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN if separate_pad else EOS_TOKEN,
+        padding_side="left",
+    )
+
+
+def _byte_level_bpe(specials: list[str], vocab_size: int):
+    """A byte-level BPE ``tokenizers.Tokenizer`` trained on :func:`corpus`, ``specials`` first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -121,12 +132,7 @@ def build_tokenizer(vocab_size: int = 320, separate_pad: bool = False):
         show_progress=False,
     )
     tok.train_from_iterator(corpus(), trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN if separate_pad else EOS_TOKEN,
-        padding_side="left",
-    )
+    return tok
 
 
 _SIZES = {
@@ -267,13 +273,30 @@ def tiny_model_dir(
         separate_pad=separate_pad,
         v=1,
     )
+
+    def build():
+        tokenizer = build_tokenizer(separate_pad=separate_pad)
+        model = build_model(
+            tokenizer, arch=arch, size=size, seed=seed, pretrain_steps=pretrain_steps
+        )
+        return model, tokenizer
+
+    return _cached_dir(root, f"{arch}-{size}", spec, build)
+
+
+def _cached_dir(root, name: str, spec: dict, build, dtype=None) -> str:
+    """The directory ``<root>/<name>-<hash of spec>``, written once (the model and tokenizer
+    ``build()`` returns, the model cast to ``dtype`` when given, both by ``save_pretrained``)
+    and published
+    by an atomic rename, so concurrent builders never see half a directory."""
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     base = Path(root) if root is not None else default_cache_root() / "tiny-models"
-    target = base / f"{arch}-{size}-{key}"
+    target = base / f"{name}-{key}"
     if (target / "config.json").exists():
         return str(target)
-    tokenizer = build_tokenizer(separate_pad=separate_pad)
-    model = build_model(tokenizer, arch=arch, size=size, seed=seed, pretrain_steps=pretrain_steps)
+    model, tokenizer = build()
+    if dtype is not None:
+        model = model.to(dtype)
     base.mkdir(parents=True, exist_ok=True)
     staging = base / f".{target.name}-{os.getpid()}"
     model.save_pretrained(staging)
@@ -286,6 +309,86 @@ def tiny_model_dir(
 
         shutil.rmtree(staging, ignore_errors=True)
     return str(target)
+
+
+# Chat conventions of two hub families, for :func:`hub_tokenizer`: the special tokens (BOS
+# only where the family adds one to every encoding) and a chat template written like theirs.
+HUB_STYLES = {
+    "qwen2": dict(
+        special=dict(eos_token="<|im_end|>", pad_token="<|endoftext|>"),
+        extra=["<|im_start|>"],
+        template=(
+            "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+            "'<|im_end|>\\n' }}{% endfor %}"
+            "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+        ),
+    ),
+    "llama": dict(
+        special=dict(
+            bos_token="<|begin_of_text|>",
+            eos_token="<|eot_id|>",
+            pad_token="<|finetune_right_pad_id|>",
+        ),
+        extra=["<|start_header_id|>", "<|end_header_id|>"],
+        template=(
+            "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
+            "'<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' }}{% endfor %}"
+            "{% if add_generation_prompt %}"
+            "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+        ),
+    ),
+}
+
+
+def hub_tokenizer(arch: str = "qwen2", vocab_size: int = 320):
+    """A byte-level BPE tokenizer trained on :func:`corpus` that carries ``arch``'s chat
+    conventions (:data:`HUB_STYLES`): its special tokens (EOS distinct from pad; Llama's BOS
+    added to every encoding) and a chat template."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    if arch not in HUB_STYLES:
+        raise ValueError(f"arch must be one of {sorted(HUB_STYLES)}, got {arch!r}.")
+    style = HUB_STYLES[arch]
+    tok = _byte_level_bpe([*style["special"].values(), *style["extra"]], vocab_size)
+    bos = style["special"].get("bos_token")
+    if bos is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A",
+            pair=f"{bos} $A {bos} $B",
+            special_tokens=[(bos, tok.token_to_id(bos))],
+        )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        padding_side="left",
+        additional_special_tokens=list(style["extra"]),
+        **style["special"],
+    )
+    fast.chat_template = style["template"]
+    return fast
+
+
+def hub_model_dir(
+    root: str | os.PathLike | None = None,
+    arch: str = "qwen2",
+    seed: int = 0,
+    pretrain_steps: int = 0,
+) -> str:
+    """A tiny checkpoint saved the way hub checkpoints are: a ``arch`` model (``"qwen2"`` or
+    ``"llama"``) stored in bfloat16 safetensors by ``save_pretrained``, next to a
+    :func:`hub_tokenizer` with its chat template and special tokens. Load it by the returned
+    directory path, the code path a hub id takes once downloaded. Built once per argument set
+    (like :func:`tiny_model_dir`)."""
+    import torch
+
+    spec = dict(hub=arch, seed=seed, pretrain_steps=pretrain_steps, v=1)
+
+    def build():
+        tokenizer = hub_tokenizer(arch)
+        model = build_model(tokenizer, arch=arch, seed=seed, pretrain_steps=pretrain_steps)
+        return model, tokenizer
+
+    return _cached_dir(root, f"hub-{arch}", spec, build, dtype=torch.bfloat16)
 
 
 def tiny_pair(

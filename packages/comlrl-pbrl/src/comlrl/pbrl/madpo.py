@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -25,7 +26,9 @@ from comlrl.core.logprobs.budget import (
 from comlrl.core.loop import units_of
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.placement.devices import plan_devices
+from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.precision import precision_like, scoring_context
 from comlrl.core.training.train_step import Target, accumulate_gradients, agentwise_loss, train_step
 from comlrl.pbrl import candidates
 from comlrl.pbrl.base import PreferenceTrainerBase
@@ -257,7 +260,11 @@ class MADPOTrainer(PreferenceTrainerBase):
                 if a.reference_devices is not None
                 else self.agent_devices
             )
-            loaded = freeze_model(load_causal_lm(a.reference_model_name, self.model_config))
+            loaded = freeze_model(
+                precision_like(
+                    load_causal_lm(a.reference_model_name, self.model_config), self.agents[0]
+                )
+            )
             refs = [loaded.to(devices[0])] + [
                 copy.deepcopy(loaded).to(d) if str(d) != str(devices[0]) else loaded
                 for d in devices[1:]
@@ -270,7 +277,11 @@ class MADPOTrainer(PreferenceTrainerBase):
                 try:
                     prompts = [p.prompt_ids[i] for p in pairs] * 2
                     comps = [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs]
-                    values = self.sequence_logps(i, prompts, comps, model, grad=False).tolist()
+                    # In the update's precision (the same autocast under bf16=True), so every
+                    # margin is 0 while the policy is the reference.
+                    with scoring_context(a, model):
+                        values = self.sequence_logps(i, prompts, comps, model, grad=False)
+                    values = values.tolist()
                 finally:
                     model.train(was_training)
                 n = len(pairs)
@@ -294,7 +305,10 @@ class MADPOTrainer(PreferenceTrainerBase):
             pair.reference_logps = logps
 
     def dpo_update(self, pairs: Sequence[PreferencePair]) -> dict[str, float] | None:
-        """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped)."""
+        """One optimizer step of every actor on ``pairs``; returns metrics (None if skipped).
+        The actors score without dropout (forwards and backward, replays included), as the
+        reference log-probs were taken, so at the reference every margin is 0 (TRL's DPO
+        ``disable_dropout``)."""
         for m in self.agents:
             m.train()
         groups, refs = self._dpo_plan(pairs, True)
@@ -303,9 +317,12 @@ class MADPOTrainer(PreferenceTrainerBase):
         targets = [
             Target(self.agents[i].parameters(), self.optimizers[i], i) for i in self._stepping
         ]
-        step = train_step(
-            self, targets, groups, self._group_losses(pairs, refs, parts), what="DPO loss"
-        )
+        with contextlib.ExitStack() as no_dropout:
+            for m in {id(m): m for m in self.agents}.values():
+                no_dropout.enter_context(dropout_off(m))
+            step = train_step(
+                self, targets, groups, self._group_losses(pairs, refs, parts), what="DPO loss"
+            )
         if step is None:
             return None
         metrics = _merge_parts(parts, groups, len(pairs)).metrics(self.args.dpo_beta)

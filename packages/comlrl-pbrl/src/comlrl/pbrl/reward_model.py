@@ -21,6 +21,7 @@ from comlrl.core.distributed import all_reduce_sum
 from comlrl.core.models import model_load_kwargs, unresolved_model
 from comlrl.core.models.backbone import backbone_of, hidden_size_of
 from comlrl.core.quiet import quiet_hub_progress
+from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.train_step import Target, train_step
 from comlrl.pbrl.candidates import rank_share
 
@@ -207,47 +208,52 @@ def train_reward_model(
     skipped batch is counted as the policies' are); the learning rate stays constant (no
     ``lr_scheduler_type``: the schedule counts agent steps). In a multi-process run every rank
     shuffles the same order, scores its share of each batch and averages gradients with the
-    others, so all ranks keep one model.
+    others, so all ranks keep one model. The model trains without dropout, as it scores (TRL's
+    reward training ``disable_dropout``): the margins it fits are those it will give.
     """
     model.train()
-    world = trainer.dist.world_size
-    target = Target(params_of(optimizer), optimizer, scheduled=False)
-    order = list(range(len(winners)))
-    metrics: dict[str, float] = {}
-    for epoch in range(epochs):
-        rng.shuffle(order)
-        loss_sum, correct = 0.0, 0.0
-        for s in range(0, len(order), batch_size):
-            idx = order[s : s + batch_size]
+    with dropout_off(model):
+        world = trainer.dist.world_size
+        target = Target(params_of(optimizer), optimizer, scheduled=False)
+        order = list(range(len(winners)))
+        metrics: dict[str, float] = {}
+        for epoch in range(epochs):
+            rng.shuffle(order)
+            loss_sum, correct = 0.0, 0.0
+            for s in range(0, len(order), batch_size):
+                idx = order[s : s + batch_size]
 
-            def loss_of(rows: list[int], size: int = len(idx)):
-                loss, margins = bradley_terry_step(
-                    model,
-                    tokenizer,
-                    [winners[i] for i in rows],
-                    [losers[i] for i in rows],
-                    max_length,
+                def loss_of(rows: list[int], size: int = len(idx)):
+                    loss, margins = bradley_terry_step(
+                        model,
+                        tokenizer,
+                        [winners[i] for i in rows],
+                        [losers[i] for i in rows],
+                        max_length,
+                    )
+                    seen = {
+                        "loss_sum": loss.item() * len(rows),
+                        "correct": float((margins > 0).sum()),
+                    }
+                    # this rank's share of the batch mean; the ranks' gradients are then averaged
+                    return loss * len(rows) / size * world, seen
+
+                mine = rank_share(idx, trainer.dist)
+                step = train_step(
+                    trainer, target, [mine] if mine else [], loss_of, what="reward-model loss"
                 )
-                seen = {"loss_sum": loss.item() * len(rows), "correct": float((margins > 0).sum())}
-                # this rank's share of the batch mean; the ranks' gradients are then averaged
-                return loss * len(rows) / size * world, seen
-
-            mine = rank_share(idx, trainer.dist)
-            step = train_step(
-                trainer, target, [mine] if mine else [], loss_of, what="reward-model loss"
-            )
-            if step is not None:
-                loss_sum += step.total("loss_sum")
-                correct += step.total("correct")
-        loss_sum = all_reduce_sum(loss_sum, trainer.dist)
-        correct = all_reduce_sum(correct, trainer.dist)
-        metrics = {
-            "reward_model/loss": loss_sum / max(1, len(order)),
-            "reward_model/accuracy": correct / max(1, len(order)),
-            "reward_model/epoch": float(epoch + 1),
-        }
-        if log is not None:
-            log(metrics)
+                if step is not None:
+                    loss_sum += step.total("loss_sum")
+                    correct += step.total("correct")
+            loss_sum = all_reduce_sum(loss_sum, trainer.dist)
+            correct = all_reduce_sum(correct, trainer.dist)
+            metrics = {
+                "reward_model/loss": loss_sum / max(1, len(order)),
+                "reward_model/accuracy": correct / max(1, len(order)),
+                "reward_model/epoch": float(epoch + 1),
+            }
+            if log is not None:
+                log(metrics)
     model.eval()
     return metrics
 

@@ -25,7 +25,8 @@ from comlrl.pbrl.reward_model import format_joint_text, score_texts
 _NONE_IS_A_SETTING = {"top_k", "early_termination_threshold", "max_grad_norm", "value_clip_range"}
 # Same name, another meaning: the iterative trainers' ``num_iterations`` (the alias of
 # ``num_online_iterations``) is not the RL algorithm's passes per rollout.
-_NOT_SHARED = {"num_iterations"}
+# ``peft_config``: the RL phase trains MARLHF's agents as they are, adapters already attached.
+_NOT_SHARED = {"num_iterations", "peft_config"}
 
 
 def rl_config(args: Any, cls: type, num_agents: int) -> Any:

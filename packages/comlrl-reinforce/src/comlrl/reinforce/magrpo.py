@@ -4,6 +4,7 @@ over its K siblings' returns (its own returns when rewards are per agent)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -18,6 +19,7 @@ from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
 from comlrl.core.rollout.record import GroupCodec, RolloutGroup
+from comlrl.core.rollout.tree import nodes_per_tree
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.reinforce.advantages import (
@@ -111,7 +113,15 @@ class MAGRPOTrainer(TrainerBase):
             )
 
     def items_per_batch(self) -> int:
-        return self.args.rollout_batch_size or self.args.rollout_buffer_size
+        """Items rolled out together: enough full trees to fill one buffer of
+        ``rollout_buffer_size`` nodes (one node per item in one turn), unless
+        ``rollout_batch_size`` says."""
+        a = self.args
+        if a.rollout_batch_size:
+            return a.rollout_batch_size
+        agents = getattr(self, "num_agents", None) or a.num_agents or 1
+        nodes = nodes_per_tree(a.num_turns, a.num_generations, a.joint_mode, agents)
+        return max(1, math.ceil(a.rollout_buffer_size / nodes))
 
     # ------------------------------------------------------------------ collect
     def collect(self, unit) -> Batch:
@@ -127,11 +137,14 @@ class MAGRPOTrainer(TrainerBase):
             inspect=(lambda nodes: greedy_baselines(self, nodes)) if greedy else None,
         )
         per_agent = got.per_agent
+        # A multi-turn collect holds several turns' nodes: all of them are trained in the next
+        # update (the default loss has no ratio to correct samples of an older policy).
         return Batch(
             [
                 Record([[groups[j]] for groups in per_agent], per_agent[0][j].step)
                 for j in node_order(per_agent)
-            ]
+            ],
+            whole=self.args.num_turns > 1,
         )
 
     def _fill(self, per_agent, nodes, baselines) -> None:

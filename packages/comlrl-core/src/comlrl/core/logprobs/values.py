@@ -16,6 +16,7 @@ regression step that trains a critic is :mod:`comlrl.core.training.value_step`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from torch import nn
 from comlrl.core.logprobs.kernels import TokenLogprobs, padded_forward
 from comlrl.core.logprobs.planning import micro_batches_for
 from comlrl.core.rollout.generation import left_pad
+from comlrl.core.training.precision import scoring_context
 
 VALUE_AT = ("prompt_end", "sequence_end")
 
@@ -94,16 +96,21 @@ def estimate_values(
     rows: Sequence[Sequence[int]],
     pad_id: int,
     max_tokens: Any,
+    args: Any = None,
 ) -> list[float]:
     """The estimates at the last token of each row without gradients, ``body`` and ``head``
     in eval mode (no dropout: the estimates are the targets' baseline) and left as they were;
-    forwards cut by ``max_tokens`` (``logprob_max_tokens``, resolved for ``body``)."""
+    forwards cut by ``max_tokens`` (``logprob_max_tokens``, resolved for ``body``). With the
+    run's ``args`` they run in the precision of the critic's update (bf16 autocast under
+    ``bf16=True``), so the value clip is centred on an estimate of the same precision."""
+
     modes = [(m, m.training) for m in (body, head)]
     for m, _ in modes:
         m.eval()
     out: list[float] = []
     try:
-        with torch.no_grad():
+        context = scoring_context(args, body) if args is not None else nullcontext()
+        with torch.no_grad(), context:
             for idx in micro_batches_for(body, [len(r) for r in rows], max_tokens):
                 values = last_token_values(body, head, [rows[j] for j in idx], pad_id)
                 out.extend(float(v) for v in values.tolist())

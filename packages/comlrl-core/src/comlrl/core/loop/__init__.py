@@ -133,8 +133,10 @@ def run_unit(trainer: Any, unit: Any) -> None:
         if record.metrics:
             trainer.reporting.log_metrics(record.metrics, record.step)
         buffer.add(record)
-        if buffer.full():
+        if buffer.full() and not batch.whole:
             flush(trainer)
+    if batch.whole and buffer.full():
+        flush(trainer)
 
 
 def flush(trainer: Any) -> None:

@@ -26,9 +26,13 @@ class Record:
 
 @dataclass
 class Batch:
-    """What ``collect`` returns: records in the order the buffer should take them."""
+    """What ``collect`` returns: records in the order the buffer should take them. A ``whole``
+    batch enters the buffer entirely before the loop checks whether it is full, so all of its
+    records are trained in the one update that follows (none waits, sampled by a policy one
+    update older, for the next)."""
 
     records: list[Record]
+    whole: bool = False
 
 
 @dataclass

@@ -27,7 +27,8 @@ import torch
 from comlrl.core.errors import UserError
 from comlrl.core.models.setup import check_device_map
 
-# Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype).
+# Floating dtypes a model can be loaded in (with "auto": the checkpoint's own dtype; without
+# any, float32).
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double")
 # "name" or "org/name": anything else that does not exist on disk is a mistyped path.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -148,7 +149,12 @@ def shares_parameters(model_config: dict | None) -> bool:
 
 
 def model_load_kwargs(model_config: dict | None) -> dict:
-    """``from_pretrained`` keyword arguments from a ``model_config`` dict."""
+    """``from_pretrained`` keyword arguments from a ``model_config`` dict.
+
+    Without a dtype in ``model_config`` (or its ``model_kwargs``) the model loads in float32,
+    whatever dtype the checkpoint is stored in: transformers would otherwise load a bf16 hub
+    checkpoint in bf16, and training bf16 weights (and AdamW state) rounds small updates away.
+    An explicit dtype (``"bfloat16"``, ``"auto"`` for the checkpoint's own) is honoured."""
     cfg = dict(model_config or {})
     check_device_map(cfg)
     kwargs: dict[str, Any] = dict(cfg.get("model_kwargs") or {})
@@ -156,6 +162,8 @@ def model_load_kwargs(model_config: dict | None) -> dict:
     dtype = resolve_dtype(cfg.get("dtype", cfg.get("torch_dtype")), field)
     if dtype is not None:
         kwargs["dtype"] = dtype
+    elif "dtype" not in kwargs and "torch_dtype" not in kwargs:
+        kwargs["dtype"] = torch.float32
     if "attn_implementation" in cfg:
         kwargs["attn_implementation"] = cfg["attn_implementation"]
     # Remote code runs arbitrary Python from the hub: only when the user says so.

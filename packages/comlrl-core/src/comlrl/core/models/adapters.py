@@ -9,7 +9,10 @@ model with every adapter disabled, so no reference copy is kept.
 
 The active adapter is state of the shared model, so every forward of a view selects its
 adapter and runs under one lock: agents in threads take turns, and a backward uses the graph
-its own forward built (which adapter is active later does not change it).
+its own forward built. With gradient checkpointing a backward re-runs each layer's forward, and
+peft's LoRA layers read the adapter active at that moment: :meth:`SharedBase.checkpoint_contexts`
+(the checkpoint's ``context_fn``) re-activates, for each recomputed layer, the adapter its
+forward ran with, so a joint backward after several agents' forwards stays exact.
 
 The trainers' model loading builds one :class:`SharedBase` for agents of one base when
 ``peft_config`` is set (:func:`comlrl.core.models.setup.prepare_agents`), and their KL reference
@@ -46,6 +49,7 @@ class SharedBase:
         for name in names[1:]:
             self.model.add_adapter(name, config)
         self.lock = threading.RLock()
+        self._running: list[str | None] = []  # the adapters of the forwards under way
         self._adapter_params = [
             p for n, p in self.model.named_parameters() if any(_owns(n, a) for a in names)
         ]
@@ -68,14 +72,26 @@ class SharedBase:
     def active(self, name: str | None) -> Iterator[None]:
         """Hold the lock with adapter ``name`` active (None: every adapter disabled)."""
         with self.lock:
-            if name is None:
-                with self.model.disable_adapter():
-                    yield
-                return
-            if self.model.active_adapter != name:
-                self.model.set_adapter(name)
-                self._trainable()
-            yield
+            self._running.append(name)
+            try:
+                if name is None:
+                    with self.model.disable_adapter():
+                        yield
+                    return
+                if self.model.active_adapter != name:
+                    self.model.set_adapter(name)
+                    self._trainable()
+                yield
+            finally:
+                self._running.pop()
+
+    def checkpoint_contexts(self):
+        """``context_fn`` of ``torch.utils.checkpoint`` for the shared model's layers: called
+        at a checkpointed layer's forward, it returns a no-op for the forward and, for the
+        recomputation in the backward, the adapter that forward ran with (taken again under
+        the lock), whichever agent's forward came last."""
+        name = self._running[-1] if self._running else self.model.active_adapter
+        return contextlib.nullcontext(), self.active(name)
 
     def _trainable(self) -> None:
         # peft's set_adapter freezes the inactive adapters, and autograd drops the gradient of a

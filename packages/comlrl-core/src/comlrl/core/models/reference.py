@@ -6,7 +6,11 @@ Per token, with ``d = log pi_ref - log pi`` (the sample drawn from ``pi``):
   gradient is the KL's gradient, as TRL, verl and OpenRLHF use it);
 - ``k2 = d^2 / 2``: low variance; in the *loss*, its gradient is the KL's gradient on-policy;
 - ``k3 = exp(d) - d - 1 >= 0``: unbiased and low variance (GRPO's loss term); as a reward its
-  score-function gradient is biased (CoMLRL 1.4.3 used it there).
+  score-function gradient is biased (CoMLRL 1.4.3 used it there). It grows exponentially in
+  ``d``: one sampled token the policy finds far less likely than the reference does (log-probs
+  -12 against -0.5) gives 9.9e4, and after gradient clipping that token alone sets the step's
+  direction. So, as verl's ``low_var_kl``, ``d`` is clamped to [-20, 20] and k3 to [0, 10]
+  (:data:`K3_CLAMP`); a clamped token gets no gradient.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ from comlrl.core.config.base import KL_ESTIMATORS
 from comlrl.core.distributed.sharding import unsharded_copy
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
+from comlrl.core.training.precision import precision_like
 
 
 def build_reference_models(
     agents: Sequence[Any], sources: Sequence[Any], devices, model_config: dict | None = None
 ) -> list:
-    """One frozen reference per agent: reloaded from its name, or a copy of the given object.
+    """One frozen reference per agent: reloaded from its name, or a copy of the given object,
+    in the precision of the initial policy it stands for (fp32 when the agent's weights are,
+    so that under ``bf16=True`` both are scored under the same autocast from the same weights
+    and the KL starts at exactly 0).
 
     Agents that share one object share one reference too; agents that are adapters on one
     shared base get the base with adapters disabled (no copy).
@@ -43,10 +51,14 @@ def build_reference_models(
             ref = (
                 load_causal_lm(src, model_config) if isinstance(src, str) else unsharded_copy(agent)
             )
-            refs[key] = freeze_model(ref).to(dev)
+            refs[key] = freeze_model(precision_like(ref, agent)).to(dev)
         out.append(refs[key])
     return out
 
+
+# verl's bounds for k3: the log-ratio d to [-D, D], k3 itself to at most K3 (k3 >= 0 anyway).
+K3_LOG_RATIO_CLAMP = 20.0
+K3_CLAMP = 10.0
 
 # Where the KL goes when ``reference_kl_estimator`` is None.
 DEFAULT_ESTIMATORS = {"reward": "k1", "loss": "k3"}
@@ -61,14 +73,16 @@ def check_estimator(name: str, field: str = "reference_kl_estimator") -> str:
 
 def token_kl(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str) -> torch.Tensor:
     """The per-token KL estimate ``estimator`` (k1, k2 or k3) of samples from the policy whose
-    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape)."""
+    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape); k3 clamped as
+    verl clamps it (see the module docs)."""
     d = ref_logps - logps
     kind = check_estimator(estimator, "estimator")
     if kind == "k1":
         return -d
     if kind == "k2":
         return 0.5 * d * d
-    return torch.exp(d) - d - 1.0
+    d = d.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+    return (torch.exp(d) - d - 1.0).clamp(max=K3_CLAMP)
 
 
 def estimator_for(args: Any, where: str) -> str:

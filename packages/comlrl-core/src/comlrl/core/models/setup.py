@@ -121,6 +121,7 @@ def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -
             out[group[0]] = wrap_with_peft([agents[group[0]]], peft_config)[0]
             continue
         base = agents[group[0]]
+        check_shared_base_init(peft_config)
         if _is_peft_model(base):
             raise ValueError(
                 f"peft_config is set, but agent {group[0]} is already a PEFT model; give the "
@@ -134,18 +135,49 @@ def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -
     return out
 
 
+# LoRA initialisations whose adapter starts as the zero update (B = 0), leaving the base as loaded.
+_ZERO_UPDATE_INITS = (True, "gaussian")
+
+
+def check_shared_base_init(peft_config: Any) -> None:
+    """Refuse a LoRA initialisation that is not the zero update when several agents share one
+    base: residual ones (PiSSA, OLoRA, CorDA, LoftQ, EVA...) rewrite the shared base weight
+    once per adapter, so no agent would start at the loaded model, nor would the KL reference
+    (the base with adapters off) be it; ``False`` (random B) starts every agent away from it."""
+    config = peft_config.to_dict() if hasattr(peft_config, "to_dict") else dict(peft_config)
+    init = config.get("init_lora_weights", True)
+    if str(config.get("peft_type", "LORA")).upper().endswith("LORA") and (
+        init not in _ZERO_UPDATE_INITS or isinstance(init, int) and not isinstance(init, bool)
+    ):
+        raise ValueError(
+            f"peft_config.init_lora_weights={init!r} cannot be used with adapters on one shared "
+            "base (agents of one model with peft_config): it changes the shared base weights "
+            "once per agent, so neither the agents nor the KL reference start at the loaded "
+            "model; use True or 'gaussian', or give each agent its own base model object."
+        )
+
+
 def enable_gradient_checkpointing(agents: list) -> None:
     """Turn on gradient checkpointing for every distinct agent.
 
     The non-reentrant variant is used: it needs no input that requires grad, so it works with
-    frozen embeddings (LoRA). The model's own KV cache is turned off for its forward passes,
-    which transformers would otherwise do with a warning at every training step; generation
-    asks for the cache explicitly and is unaffected.
+    frozen embeddings (LoRA). Adapters on one shared base recompute each layer with the
+    adapter its forward ran with (see
+    :meth:`~comlrl.core.models.adapters.SharedBase.checkpoint_contexts`). The model's own KV
+    cache is turned off for its forward passes, which transformers would otherwise do with a
+    warning at every training step; generation asks for the cache explicitly and is unaffected.
     """
-    kwargs = {"use_reentrant": False}
-    # An adapter view runs its shared base model: that model is the one to configure, once.
-    owners = [m.shared.model if hasattr(m, "adapter_name") else m for m in agents]
-    for model in {id(m): m for m in owners}.values():
+    # An adapter view runs its shared base model: that model is the one to configure, once,
+    # with a recomputation that re-activates the adapter each layer's forward ran with.
+    owners: dict[int, tuple[Any, dict]] = {}
+    for m in agents:
+        shared = m.shared if hasattr(m, "adapter_name") else None
+        model = shared.model if shared is not None else m
+        kwargs: dict[str, Any] = {"use_reentrant": False}
+        if shared is not None:
+            kwargs["context_fn"] = shared.checkpoint_contexts
+        owners.setdefault(id(model), (model, kwargs))
+    for model, kwargs in owners.values():
         # transformers 5 renamed the method (the old name warns); older releases have only it.
         enable = getattr(model, "activation_checkpointing_enable", None)
         if callable(enable):

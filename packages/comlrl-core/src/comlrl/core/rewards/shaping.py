@@ -16,11 +16,13 @@ from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
 from comlrl.core.models.reference import estimator_for, sequence_kl
 from comlrl.core.rollout.tree import TreeNode, compute_returns
+from comlrl.core.training.precision import scoring_context
 
 
 def completion_kls(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[list[float]]]:
     """``[agent][node][k]``: the reward-side KL estimate of each completion to the agent's
-    reference, tempered at the sampler's temperature. Each agent's completions are measured
+    reference, tempered at the sampler's temperature and in the update's precision (both models
+    under the same autocast with ``bf16=True``, so the KL of the initial policy is 0). Each agent's completions are measured
     together, in forwards within the token budget (agents concurrently in mp mode)."""
     a = trainer.args
     estimator = estimator_for(a, "reward")
@@ -34,15 +36,16 @@ def completion_kls(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[list[fl
         lengths = [len(p) + len(c) for p, c in zip(prompts, comps)]
         budget = token_budget(a.logprob_max_tokens, trainer.agents[i])
         for idx in micro_batches(lengths, budget):
-            part = sequence_kl(
-                trainer.agents[i],
-                trainer.reference_models[i],
-                [prompts[j] for j in idx],
-                [comps[j] for j in idx],
-                trainer.tokenizers[i].pad_token_id,
-                estimator=estimator,
-                temperature=a.temperature,
-            )
+            with scoring_context(a, trainer.agents[i]):
+                part = sequence_kl(
+                    trainer.agents[i],
+                    trainer.reference_models[i],
+                    [prompts[j] for j in idx],
+                    [comps[j] for j in idx],
+                    trainer.tokenizers[i].pad_token_id,
+                    estimator=estimator,
+                    temperature=a.temperature,
+                )
             for j, kl in zip(idx, part):
                 flat[j] = float(kl)
         out, pos = [], 0

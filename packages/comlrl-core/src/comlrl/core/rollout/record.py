@@ -29,6 +29,7 @@ from comlrl.core.models.reference import reference_token_logps
 from comlrl.core.rewards.report import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off
+from comlrl.core.training.precision import scoring_context
 
 # The checkpointed names of the record before it moved into core (``NodeSample``).
 _LEGACY_KEYS = {
@@ -180,25 +181,27 @@ def attach_logprobs(
 ) -> None:
     """Fill the groups' ``old_logps`` (the rollout policy, without dropout) and ``ref_logps``
     (the agent's reference), each agent's completions scored together at the sampler's
-    temperature, within the token budget. ``layout`` plans the rollout policy's forwards
+    temperature, within the token budget, in the update's precision (under ``bf16=True`` the
+    same autocast as the update's forwards, so old and new log-probs meet in one precision). ``layout`` plans the rollout policy's forwards
     (see :func:`~comlrl.core.logprobs.planning.plan`): a family whose update scores in one
     layout takes the rollout's in the same one, so a first pass's ratios are 1 to the bit
     (``"auto"`` keeps the engine's choice and its dedupe of repeated rows)."""
     a = trainer.args
     pads = [tok.pad_token_id for tok in trainer.tokenizers]
     if reference:
-        _per_completion(
-            trainer.workers,
-            per_agent,
-            "ref_logps",
-            lambda i, p, c: reference_token_logps(
-                trainer.reference_models[i], p, c, pads[i], a.logprob_max_tokens, a.temperature
-            ),
-        )
+
+        def reference(i, p, c):
+            ref = trainer.reference_models[i]
+            with scoring_context(a, ref):
+                return reference_token_logps(
+                    ref, p, c, pads[i], a.logprob_max_tokens, a.temperature
+                )
+
+        _per_completion(trainer.workers, per_agent, "ref_logps", reference)
     if old:
 
         def rollout_policy(i, p, c):
-            with dropout_off(trainer.agents[i]):
+            with dropout_off(trainer.agents[i]), scoring_context(a, trainer.agents[i]):
                 lp = token_logprobs(
                     trainer.agents[i],
                     p,

@@ -105,6 +105,14 @@ def joint_action_indices(num_agents: int, num_samples: int, joint_mode: str):
     return [(k,) * num_agents for k in range(num_samples)]
 
 
+def nodes_per_tree(num_turns: int, num_samples: int, joint_mode: str, num_agents: int) -> int:
+    """The nodes of one item's full tree (no early termination): every joint action at a
+    node below the last turn has a child, so ``1 + J + ... + J^(T-1)`` with J joint actions
+    per node (K aligned, K^N crossed)."""
+    joint = len(joint_action_indices(num_agents, num_samples, joint_mode))
+    return sum(joint**t for t in range(num_turns))
+
+
 def _transition_accepts(func: Callable, name: str) -> bool:
     try:
         return name in inspect.signature(func).parameters

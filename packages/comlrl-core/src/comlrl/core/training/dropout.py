@@ -25,9 +25,12 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     """Within the scope every dropout of ``model`` has rate 0: each
     :class:`torch.nn.Dropout`-like module, and the float rates attention modules read at
     forward time. The rates come back on exit (also on error); ``model.training`` is untouched.
+    An adapter view of a shared base (:class:`comlrl.core.models.adapters.AdapterAgent`, its
+    body or reference) holds the shared model as a plain attribute, outside its own
+    ``modules()``: the scope reaches that model, so its LoRA dropout is off too.
     """
     saved: list[tuple[object, str, float]] = []
-    for module in model.modules():
+    for module in _scored_modules(model):
         if isinstance(module, nn.modules.dropout._DropoutNd):
             saved.append((module, "p", module.p))
             continue
@@ -42,3 +45,13 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for owner, name, rate in saved:
             setattr(owner, name, rate)
+
+
+def _scored_modules(model: nn.Module):
+    """The modules a forward of ``model`` runs: those of the shared peft model behind an adapter
+    view (its ``shared`` is a plain object holding ``model``), else ``model.modules()``."""
+    shared = getattr(model, "shared", None)
+    owner = getattr(shared, "model", None)
+    if shared is not None and not isinstance(shared, nn.Module) and isinstance(owner, nn.Module):
+        return owner.modules()
+    return model.modules()

@@ -1,12 +1,18 @@
-"""Mixed precision as TRL and accelerate mean it: ``bf16=True`` computes the loss forwards in
-bfloat16 (``torch.autocast``) while the weights, their gradients and the optimizer state stay
-fp32.
+"""Precision of the trainable models and of the forwards that score them.
 
-Training weights that are themselves bf16 is another thing: bf16 keeps 8 bits of mantissa, so an
-AdamW step smaller than about 1/256 of a weight rounds to no change at all, and at the learning
-rates of RL fine-tuning (1e-6) most steps vanish. So under ``bf16=True`` a model loaded in bf16
-or fp16 is upcast to fp32 master weights, and an optimizer built over low-precision parameters
-warns.
+Trainable models (agents, critics, value heads, reward models) load in fp32 whatever dtype the
+checkpoint is stored in (:func:`comlrl.core.models.model_load_kwargs`): bf16 keeps 8 bits of
+mantissa, so an AdamW step smaller than about 1/256 of a weight rounds to no change at all, and
+at the learning rates of RL fine-tuning (1e-6) most steps vanish. Low-precision weights are
+trained only when asked for (``model_config.dtype``), with one warning
+(:func:`warn_low_precision`).
+
+Mixed precision as TRL and accelerate mean it: ``bf16=True`` computes the forwards in bfloat16
+(``torch.autocast``, :func:`compute_context`) while the weights, their gradients and the optimizer
+state stay fp32 (a model loaded in bf16 or fp16 is upcast, :func:`master_weights`). Every forward
+whose result meets another in a ratio, a KL or a margin runs under the same context: the
+rollout's and the update's log-probs, the reference's, a critic's estimate at rollout and in its
+regression, so the first pass's ratio is 1 and the KL to the reference starts at 0.
 """
 
 from __future__ import annotations
@@ -39,14 +45,38 @@ def master_weights(model: Any) -> Any:
     return model
 
 
+def precision_like(model: Any, policy: Any) -> Any:
+    """``model`` (a frozen copy standing for ``policy``, such as its KL reference) in
+    ``policy``'s precision: upcast to fp32 (:func:`master_weights`) when ``policy``'s floating
+    parameters are fp32, else left as loaded (a policy trained in low precision on purpose is
+    compared with a reference loaded the same way)."""
+    params = [p for p in policy.parameters() if p.is_floating_point()]
+    if params and all(p.dtype not in _LOW for p in params):
+        return master_weights(model)
+    return model
+
+
+def scoring_context(args: Any, model: Any) -> AbstractContextManager:
+    """:func:`compute_context` on the device of ``model``'s parameters: what a no-gradient
+    forward (rollout log-probs, reference log-probs, a critic's estimate) runs under so that it
+    is computed in the precision of the update it is compared with."""
+    param = next(iter(model.parameters()), None)
+    return compute_context(args, param.device if param is not None else None)
+
+
+# One text, issued from one place: Python's default warning filter shows it once per process
+# however many optimizers (agents, critics, reward model) are built over low-precision weights.
+LOW_PRECISION_MESSAGE = (
+    "Training bfloat16/float16 weights (model_config.dtype asked for them, or a model object "
+    "was given in that dtype): the weights and AdamW's state keep 8 bits of mantissa, so an "
+    "update smaller than about 1/256 of a weight rounds to no change, and at RL learning rates "
+    "(1e-6) most of each step is lost. Leave model_config.dtype unset for fp32 weights; "
+    "bf16=True adds bf16 compute with fp32 master weights and optimizer state."
+)
+
+
 def warn_low_precision(params: list[torch.Tensor]) -> None:
-    """Warn once per optimizer when it updates bf16/fp16 parameters directly."""
-    low = [p for p in params if p.dtype in _LOW and p.requires_grad]
-    if low:
-        warnings.warn(
-            f"An AdamW optimizer is built over {len(low)} {low[0].dtype} parameter tensors: "
-            "steps below about 1/256 of a weight round away in bf16, so most small-learning-"
-            "rate updates are lost. Set bf16=True in the config (bf16 compute with fp32 master "
-            "weights and optimizer state) instead of loading the model in bf16.",
-            stacklevel=3,
-        )
+    """Warn (one text for every optimizer, so shown once) when an optimizer updates bf16/fp16
+    parameters directly."""
+    if any(p.dtype in _LOW and p.requires_grad for p in params):
+        warnings.warn(LOW_PRECISION_MESSAGE, UserWarning, stacklevel=1)
