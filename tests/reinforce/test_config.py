@@ -84,10 +84,6 @@ FIELDS = {
     "generation_batch_size": (opt_pos_int, bad_pos_int),
     "logprob_max_tokens": (st.one_of(opt_pos_int, st.just("auto")), bad_pos_int),
     "advantage_normalization_scope": (st.sampled_from(["group", "batch"]), st.just("global")),
-    "loss_length_normalization": (
-        st.sampled_from([None, "none", "token_mean", "constant"]),
-        st.just("sum"),
-    ),
     "loss_aggregation": (
         st.sampled_from(["sum", "none", "sequence_mean", "token_mean", "constant"]),
         st.just("mean"),

@@ -26,8 +26,6 @@ def test_preset_keeps_fields_it_does_not_set():
     [
         (dict(variant="dr_grpo", advantage_normalization=True), "advantage_normalization"),
         (dict(variant="dr_grpo", loss_aggregation="sum"), "loss_aggregation"),
-        # the earlier field name counts as a setting of loss_aggregation
-        (dict(variant="dr_grpo", loss_length_normalization="none"), "loss_aggregation"),
         (dict(variant="reinforce_pp", advantage_normalization=False), "advantage_normalization"),
         (
             dict(variant="reinforce_pp", advantage_normalization_scope="group"),

@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 
-from comlrl.ac.buffer_states import BufferCodec, is_sample_state, regroup
 from comlrl.ac.config import ActorCriticConfig
 from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
@@ -120,7 +119,7 @@ class ActorCriticTrainerBase(TrainerBase):
         # when it holds ``rollout_buffer_size`` completions.
         self.use_buffer(
             math.ceil(a.rollout_buffer_size / a.num_generations),
-            BufferCodec(),
+            ValueGroup,
             self.joint_sample_cls,
         )
 
@@ -228,14 +227,6 @@ class ActorCriticTrainerBase(TrainerBase):
         ]
 
     # ------------------------------------------------------------------ resumable state
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`; a buffer of an older checkpoint (one
-        ``RolloutSample`` per completion) comes back as one group per tree node."""
-        super().load_state_dict(state)
-        if any(is_sample_state(s) for b in state.get("rollout_buffers", []) for s in b):
-            buffer = self.rollout_buffer
-            buffer.samples = [regroup(groups) for groups in buffer.samples]
-
     def optimizers_list(self) -> list:
         """Actor optimizers, then critic (or value-head) optimizers."""
         return list(self.agent_optimizers) + list(self.critic_optimizers)

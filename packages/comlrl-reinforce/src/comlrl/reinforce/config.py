@@ -35,8 +35,6 @@ from comlrl.reinforce.presets import (
 
 NORMALIZATION_SCOPES = ("group", "batch")
 LOSS_AGGREGATIONS = ("sum", "sequence_mean", "token_mean", "constant")
-# loss_length_normalization (the earlier field) -> loss_aggregation
-LENGTH_NORMALIZATIONS = {"none": "sum", "token_mean": "sequence_mean", "constant": "constant"}
 VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
 VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
 REMAX_BASELINES = ("greedy", "max")
@@ -97,13 +95,6 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "`max_new_tokens` (Dr. GRPO). Completions are weighted 1/(K·groups) except in "
         "`token_mean`. `policy_loss='gspo'` always uses `sequence_mean` (other values raise).",
         check=Choice(LOSS_AGGREGATIONS, {"none": "sum"}),
-    )
-    loss_length_normalization: str | None = knob(
-        None,
-        help="The earlier name of `loss_aggregation`, kept as an alias with its old values: "
-        "`none` = `sum`, `token_mean` = `sequence_mean` (a per-completion mean), `constant`; "
-        "None: use `loss_aggregation`.",
-        check=Choice(LENGTH_NORMALIZATIONS, optional=True),
     )
     loss_type: str | None = LOSS_TYPE(None)
     num_iterations: int = knob(
@@ -179,7 +170,6 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         note_discount_applies(
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )
-        resolve_alias(self, "loss_length_normalization", "loss_aggregation", LENGTH_NORMALIZATIONS)
         resolve_alias(self, "loss_type", "loss_aggregation", TRL_LOSS_TYPES)
         apply_preset(self)
         self._gspo_settings()

@@ -17,7 +17,7 @@ from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
-from comlrl.core.rollout.record import GroupCodec, RolloutGroup
+from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.reinforce.advantages import (
@@ -33,7 +33,7 @@ from comlrl.reinforce.greedy import greedy_baselines
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import kept_tokens, row_weights, token_mean_total
 
-# The record's name before it moved into core (kept for imports of it).
+# 1.4.3's name for one node's samples, which its import paths export.
 NodeSample = RolloutGroup
 
 
@@ -85,8 +85,7 @@ class MAGRPOTrainer(TrainerBase):
                 "numbers of groups would take different numbers of optimizer steps."
             )
         self.reference_models = reference_models_for(self)
-        kl_coef = a.reference_kl_coef if a.reference_kl_enabled else 0.0
-        self.use_buffer(a.rollout_buffer_size, GroupCodec(kl_coef))
+        self.use_buffer(a.rollout_buffer_size, RolloutGroup)
 
     def _combine_rewards(self, inputs: TrainerInputs, args) -> TrainerInputs:
         """A list of reward functions (or ``reward_weights``) becomes one weighted sum."""
@@ -179,8 +178,6 @@ class MAGRPOTrainer(TrainerBase):
         (:func:`~comlrl.core.training.policy_update.update_policies`) on this family's rows."""
         per_agent, reported = [], []
         for samples in experience.samples:
-            # A buffer restored from a checkpoint of the older layout has no advantages yet.
-            self.fill_advantages([g for g in samples if not g.advantages])
             found: dict[str, list[float]] = {}
             if self.args.drop_zero_variance_groups:
                 # Shaped returns: a group whose rewards tie still differs in its KL penalty.

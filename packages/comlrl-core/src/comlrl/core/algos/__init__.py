@@ -15,17 +15,16 @@ A config field names the function to use (``advantage_mode``, ``policy_loss``,
 
 The contracts:
 
-- advantage: ``fn(returns, config) -> advantages``, both ``[G, K]`` float64 tensors: G groups
-  (one agent's completions at one tree node each) of K sibling returns, one row per group;
-  ``config`` is the family's config. Normalization is a separate step, applied afterwards by
-  the family. An estimator registered with ``needs_baseline=True`` is also given
-  ``baseline=``, a ``[G]`` tensor of each group's baseline measured outside the group (ReMax's
-  greedy joint reward). An estimator registered with ``needs_joint_table=True`` is also given
-  ``table=``, a :class:`JointTable`: each group's row of the node's joint table, the agent's
-  return of every joint action there and which of the group's K completions each one used
-  (``cross`` rollouts hold K^N joint actions per node; counterfactual credit reads them). A
-  function of one argument, one group's K returns (the first form of this contract), still
-  works: it is applied row by row.
+- advantage: ``fn(returns, config, *, baseline=None, table=None) -> advantages``, both
+  ``[G, K]`` float64 tensors: G groups (one agent's completions at one tree node each) of K
+  sibling returns, one row per group; ``config`` is the family's config. Normalization is a
+  separate step, applied afterwards by the family. For an estimator registered with
+  ``needs_baseline=True`` the trainer measures ``baseline``, a ``[G]`` tensor of each group's
+  baseline measured outside the group (ReMax's greedy joint reward). For one registered with
+  ``needs_joint_table=True`` it collects ``table``, a :class:`JointTable`: each group's row of
+  the node's joint table, the agent's return of every joint action there and which of the
+  group's K completions each one used (``cross`` rollouts hold K^N joint actions per node;
+  counterfactual credit reads them). Otherwise both are None.
 - policy loss: ``fn(logps, old_logps, advantages, row_weights, config) -> (loss, metrics)``.
   ``logps`` is a :class:`~comlrl.core.logprobs.TokenLogprobs` (per-token values and mask, one row
   per completion), ``old_logps`` the per-token log-probs at rollout (``[rows, tokens]``) or None
@@ -98,10 +97,11 @@ class JointTable:
 
 
 def register_advantage(name: str, *, needs_baseline: bool = False, needs_joint_table: bool = False):
-    """Decorator: register ``fn(returns, config) -> advantages`` (``[G, K]`` in and out) as
-    the advantage mode ``name``; ``needs_baseline``: it also takes each group's measured
-    ``baseline=``; ``needs_joint_table``: it also takes ``table=``, the nodes' joint tables
-    (a :class:`JointTable`; see the module docs)."""
+    """Decorator: register ``fn(returns, config, *, baseline=None, table=None) -> advantages``
+    (``[G, K]`` in and out) as the advantage mode ``name``. ``needs_baseline``: the trainer
+    measures each group's baseline (``[G]``) and passes it; ``needs_joint_table``: it collects
+    the nodes' joint tables (a :class:`JointTable`; see the module docs) and passes them. An
+    estimator that reads neither takes them as ignored keywords (``**_``)."""
     return _register(
         "advantage", name, needs_baseline=needs_baseline, needs_joint_table=needs_joint_table
     )
