@@ -43,7 +43,7 @@ KNOBS = [
     ("steps_unit", "env", lambda c: c.steps_unit == "env", "epoch", "'optimizer', 'env'"),
     ("eval_steps", 4, lambda c: c.eval_steps == 4, 0, ">= 1"),
     ("save_steps", 4, lambda c: c.save_steps == 4, -2, ">= 1"),
-    ("loss_type", "dapo", lambda c: c.loss_aggregation == "token_mean", "cispo", "'dr_grpo'"),
+    ("loss_aggregation", "dapo", lambda c: c.loss_aggregation == "token_mean", "cispo", "dr_grpo"),
 ]
 
 

@@ -47,7 +47,7 @@ def test_gspo_refuses_another_aggregation(agg):
     with pytest.raises(ValueError, match=f"loss_aggregation='{agg}' does not apply"):
         MAGRPOConfig(policy_loss="gspo", loss_aggregation=agg)
     with pytest.raises(ValueError, match="loss_aggregation"):
-        MAGRPOConfig(policy_loss="gspo", variant="dr_grpo")
+        MAGRPOConfig.preset("dr_grpo", policy_loss="gspo")
 
 
 def test_gspo_clips_in_its_papers_range_unless_told_otherwise():
@@ -55,7 +55,10 @@ def test_gspo_clips_in_its_papers_range_unless_told_otherwise():
     assert (cfg.epsilon, cfg.epsilon_high) == (3e-4, 4e-4)
     cfg = MAGRPOConfig(policy_loss="gspo", epsilon=0.2)
     assert (cfg.epsilon, cfg.epsilon_high) == (0.2, None)
+    cfg = MAGRPOConfig(policy_loss="gspo", epsilon_high=0.3)
+    assert (cfg.epsilon, cfg.epsilon_high) == (0.2, 0.3)
     assert MAGRPOConfig(policy_loss="ppo").epsilon == 0.2
+    assert MAGRPOConfig().epsilon is None  # no ratio loss, no clip range
 
 
 def test_a_huge_sequence_log_ratio_gives_a_finite_loss():

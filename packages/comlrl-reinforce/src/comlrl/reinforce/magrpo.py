@@ -148,7 +148,7 @@ class MAGRPOTrainer(TrainerBase):
         then per-group normalization when its scope is ``group`` (batch scope needs the whole
         update and comes later)."""
         a = self.args
-        mode = a.advantage_estimator()
+        mode = a.advantage_mode
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
         wants_table = reads_joint_table(mode)
         by_shape: dict[tuple[int, int], list[RolloutGroup]] = {}

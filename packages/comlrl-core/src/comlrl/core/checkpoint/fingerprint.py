@@ -33,7 +33,6 @@ PORTABLE_FIELDS = frozenset(
         "steps_unit",
         "eval_steps",
         "save_steps",
-        "loss_type",
         "logging_interval",
         "output_dir",
         "verbose",
