@@ -10,8 +10,17 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.algos import JointTable
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
 from comlrl.core.input_checks import check_agent_count
-from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.loop.buffer import Batch, Experience, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models.reference import reference_models_for
@@ -59,7 +68,33 @@ class MAGRPOTrainer(TrainerBase):
     # 1.4.3's MAGRPO logs the first agent's nodes' (unshaped) mean return and KL per turn.
     turn_metrics_over = "first_agent"
     default_config_cls = MAGRPOConfig
-    __init__ = compat_constructor(signature_of(MAGRPO_STYLE + ("model",)))
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        num_agents: int | None = 2,
+        tokenizer: TokenizerArg | None = None,
+        model_config: dict | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        dataset_type: str | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        external_transition: Hook | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Hook | None = None,
+        eval_aggregator: Hook | None = None,
+        args: MAGRPOConfig | None = None,
+        model: ModelSource | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's arguments, in its order: one ``agent_model``
+        for ``num_agents`` agents or a list of ``agents``; the data, the reward and the
+        per-agent ``formatters``; optional multi-turn ``external_transition``, W&B and
+        evaluation hooks; ``args`` the config (defaults when None). ``model`` is CoMLRL's older
+        name of ``agent_model``."""
+        self.setup(inputs_from(TrainerInputs, locals()))
 
     def setup(self, inputs: TrainerInputs) -> None:
         """Check the config type, build the agents, optimizers, references and buffer."""
