@@ -114,7 +114,7 @@ def test_a_run_samples_from_truncated_prompts_with_the_penalties(tmp_path):
 
 @pytest.mark.parametrize("algo", ["madpo_iter", "marlhf_iter"])
 def test_algo_switch_leaves_an_iterative_trainers_epochs_per_iteration(tmp_path, monkeypatch, algo):
-    from comlrl.core.registry import load_algorithm
+    from comlrl.core.plugins import load_algorithm
 
     config_cls = load_algorithm(algo).default_config_cls
     seen = {}

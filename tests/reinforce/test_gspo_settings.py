@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from comlrl.core.algos.policy_losses import gspo_loss
-from comlrl.core.algos.ratio import SEQUENCE_LOG_RATIO_MAX
+from comlrl.core.algos.losses import SEQUENCE_LOG_RATIO_MAX, gspo_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
 from comlrl.reinforce.losses import row_weights

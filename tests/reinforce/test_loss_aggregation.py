@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from comlrl.core.algos.policy_losses import reinforce_loss
+from comlrl.core.algos.losses import reinforce_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
 from comlrl.reinforce.losses import row_weights, token_mean_total

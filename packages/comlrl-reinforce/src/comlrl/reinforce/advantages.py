@@ -29,7 +29,7 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.algos import JointTable, register_advantage
-from comlrl.core.algos.stats import STD_FLOOR, zscore
+from comlrl.core.algos.losses import STD_FLOOR, zscore
 
 
 @register_advantage("mean")
@@ -176,5 +176,5 @@ def batch_normalize(
     advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
 ) -> torch.Tensor:
     """Z-score over a whole update batch (REINFORCE++ style); see
-    :func:`comlrl.core.algos.stats.zscore` for ``moments`` and the edge rule."""
+    :func:`comlrl.core.algos.losses.zscore` for ``moments`` and the edge rule."""
     return zscore(advantages, moments)

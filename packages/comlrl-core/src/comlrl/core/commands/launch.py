@@ -18,7 +18,7 @@ from comlrl.core.config.run_file import (
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.logging.sink import require_sink_packages
-from comlrl.core.registry import load_algorithm, load_task
+from comlrl.core.plugins import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
 
