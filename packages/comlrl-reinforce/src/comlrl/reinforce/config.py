@@ -146,8 +146,9 @@ class MAGRPOConfig(CommonConfig):
 
     def uses_greedy_baseline(self) -> bool:
         """Whether the advantage reads each node's measured baseline, the reward of a greedy
-        joint rollout (MAReMax's ``advantage_mode="greedy"``)."""
-        return bool(self._estimator().needs_baseline)
+        joint rollout (MAReMax's ``advantage_mode="greedy"``); read from the registry when
+        the config was checked."""
+        return self._measures_baseline
 
     def _estimator(self):
         return algos.get("advantage", self.advantage_mode, "advantage_mode")
@@ -165,6 +166,7 @@ class MAGRPOConfig(CommonConfig):
         self._gspo_settings()
         self._clip_range()
         self._check_joint_table()
+        self._measures_baseline = bool(self._estimator().needs_baseline)
 
     def _check_joint_table(self) -> None:
         """An advantage that reads each node's joint table (counterfactual credit) needs the
