@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _installed(algorithm: str) -> bool:
-    from comlrl.core.registry import available_algorithms
+    from comlrl.core.plugins import available_algorithms
 
     return algorithm in available_algorithms()
 

@@ -101,7 +101,7 @@ def find_reference(choice: str) -> dict:
 
 def installed_families() -> list[str]:
     """The workloads whose algorithm family is installed here."""
-    from comlrl.core.registry import available_algorithms
+    from comlrl.core.plugins import available_algorithms
 
     have = set(available_algorithms())
     return [w for w in NAMES if w in have]

@@ -131,8 +131,8 @@ RUNS: tuple[RunSpec, ...] = (
     RunSpec("magrpo", "magrpo", ALGORITHM),
     RunSpec("mareinforce", "mareinforce", ALGORITHM),
     RunSpec("marloo", "marloo", ALGORITHM),
-    RunSpec("maremax_greedy", "maremax", ALGORITHM, {"baseline": "greedy"}),
-    RunSpec("maremax_max", "maremax", ALGORITHM, {"baseline": "max"}),
+    RunSpec("maremax_greedy", "maremax", ALGORITHM, {"advantage_mode": "greedy"}),
+    RunSpec("maremax_max", "maremax", ALGORITHM, {"advantage_mode": "max"}),
     RunSpec(
         "centralized_magrpo",
         "centralized_magrpo",
@@ -148,8 +148,8 @@ RUNS: tuple[RunSpec, ...] = (
     RunSpec(
         "marlhf_iter", "marlhf_iter", ALGORITHM, RLHF_ITER_FALLBACK, example="marlhf_iter.yaml"
     ),
-    _magrpo_menu("dr_grpo", "Dr. GRPO preset", variant="dr_grpo"),
-    _magrpo_menu("reinforce_pp", "REINFORCE++ preset", variant="reinforce_pp"),
+    _magrpo_menu("dr_grpo", "Dr. GRPO preset", preset="dr_grpo"),
+    _magrpo_menu("reinforce_pp", "REINFORCE++ preset", preset="reinforce_pp"),
     _magrpo_menu("ppo_mu2", "clipped ratio, 2 passes", policy_loss="ppo", num_iterations=2),
     _magrpo_menu(
         "ppo_mu2_clip_higher",

@@ -66,7 +66,7 @@ def defaults_section(algorithm: str) -> dict[str, Any]:
     MADPOIter overshoots the length ratio: docs/learning.md measures it).
     """
     from comlrl.core.commands.launch import DEFAULT_RUN, carried_fields
-    from comlrl.core.registry import load_algorithm
+    from comlrl.core.plugins import load_algorithm
 
     names = carried_fields(load_algorithm(algorithm).default_config_cls)
     return {k: v for k, v in DEFAULT_RUN["magrpo"].items() if k in names}

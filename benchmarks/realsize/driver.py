@@ -86,7 +86,7 @@ class Clock:
         from comlrl.core.logprobs import engine, kernels
 
         for module in (engine, kernels, logprobs):
-            for name in ("score", "score_parts", "padded_forward"):
+            for name in ("token_logprobs", "token_logprobs_parts", "padded_forward"):
                 if hasattr(module, name):
                     setattr(module, name, self.timed("scoring", getattr(module, name)))
 

@@ -23,11 +23,12 @@ import numpy as np
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
-from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
+from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.loop.buffer import Batch, Record
 from comlrl.core.loop.trainer import TrainerBase
-from comlrl.core.training.optim import apply_step, build_adamw, loss_is_usable
+from comlrl.core.training.optim import build_adamw
+from comlrl.core.training.train_step import Target, train_step
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -60,9 +61,21 @@ class BestOfKTrainer(TrainerBase):
 
     algorithm_name = "BestOfK"
     default_config_cls = BestOfKConfig
-    __init__ = compat_constructor(signature_of(MAGRPO_STYLE))
 
-    def setup(self, inputs) -> None:
+    def __init__(
+        self,
+        agent_model=None,
+        num_agents: int = 2,
+        tokenizer=None,
+        train_dataset=None,
+        eval_dataset=None,
+        reward_func=None,
+        formatters=None,
+        args: BestOfKConfig | None = None,
+    ) -> None:
+        self.setup(inputs_from(TrainerInputs, locals()))
+
+    def setup(self, inputs: TrainerInputs) -> None:
         super().setup(inputs)
         a = self.args
         self.optimizers = [
@@ -94,22 +107,31 @@ class BestOfKTrainer(TrainerBase):
     def update(self, experience) -> dict:
         metrics = {"best_reward_mean": float(np.mean([p.reward for p in experience.samples[0]]))}
         for i, picks in enumerate(experience.samples):
-            model, opt = self.agents[i], self.optimizers[i]
+            model = self.agents[i]
             model.train()
-            opt.zero_grad(set_to_none=True)
-            lp = token_logprobs(
-                model,
-                [p.prompt_ids for p in picks],
-                [p.completion_ids for p in picks],
-                pad_id=self.tokenizers[i].pad_token_id,
-                grad=True,
+
+            def loss_of(picks, i=i, model=model):
+                lp = token_logprobs(
+                    model,
+                    [p.prompt_ids for p in picks],
+                    [p.completion_ids for p in picks],
+                    pad_id=self.tokenizers[i].pad_token_id,
+                    grad=True,
+                )
+                return -(lp.sequence_sum() / lp.lengths().clamp(min=1)).mean()
+
+            # Core's step: clears the gradients, checks the loss, runs the backward and the
+            # optimizer step (sync, clipping, schedule); None when a non-finite loss was skipped.
+            step = train_step(
+                self,
+                Target(model.parameters(), self.optimizers[i], agent=i),
+                [picks],
+                loss_of,
+                what=f"BestOfK loss of agent {i}",
             )
-            loss = -(lp.sequence_sum() / lp.lengths().clamp(min=1)).mean()
-            if not loss_is_usable(self, loss, f"BestOfK loss of agent {i}", [opt]):
-                continue
-            loss.backward()
-            metrics[f"agent_{i}/loss"] = loss.item()
-            metrics[f"agent_{i}/grad_norm"] = apply_step(self, model.parameters(), opt, agent=i)
+            if step is not None:
+                metrics[f"agent_{i}/loss"] = step.loss
+                metrics[f"agent_{i}/grad_norm"] = step.grad_norm
         return metrics
 
 

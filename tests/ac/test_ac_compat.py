@@ -10,7 +10,7 @@ import pytest
 import comlrl.ac
 from comlrl.core.cli import main as cli_main
 from comlrl.core.logging.jsonl import read_metrics
-from comlrl.core.registry import available_algorithms, load_algorithm
+from comlrl.core.plugins import available_algorithms, load_algorithm
 
 ROOT = Path(__file__).resolve().parents[2]
 

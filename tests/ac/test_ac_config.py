@@ -78,12 +78,8 @@ COMMON = {
         st.sampled_from([1.0, 0.5, -3.0, float("nan")]),
     ),
     "loss_aggregation": (
-        st.sampled_from(["sum", "sequence_mean", "token_mean"]),
-        st.sampled_from(["constant", "mean", "", None, 1]),
-    ),
-    "loss_type": (
-        st.sampled_from([None, "grpo", "bnpo", "dapo"]),
-        st.sampled_from(["dr_grpo", "cispo", 3]),
+        st.sampled_from(["sum", "sequence_mean", "token_mean", "grpo", "bnpo", "dapo"]),
+        st.sampled_from(["constant", "dr_grpo", "mean", "", None, 1]),
     ),
     "eval_interval": (nonneg_int, bad_nonneg_int),
     "eval_num_samples": (nonneg_int, bad_nonneg_int),

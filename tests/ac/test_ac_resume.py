@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from comlrl.ac import IACConfig, IACTrainer, MAACConfig, MAACTrainer
-from comlrl.core.loop import ItemBatch
 
 DATA = [{"prompt": f"Write a story about {t}."} for t in ("a cat", "the sea", "a robot", "winter")]
 EVAL = [{"prompt": "Write a story about a garden."}]
@@ -122,54 +121,3 @@ def test_resume_equals_uninterrupted(tmp_path, tiny_dir, cls, overrides):
     second.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt))
     assert_same_state(reference, second)
     assert metrics(tmp_path / "run") == metrics(tmp_path / "reference")
-
-
-def _as_older_states(groups) -> list[dict]:
-    """A buffer as checkpoints held it before the family moved onto core's rollout record: one
-    ``RolloutSample`` state per completion (shared rewards, no KL)."""
-    out = []
-    for g in groups:
-        for k in range(g.size):
-            out.append(
-                {
-                    "agent_idx": g.agent,
-                    "prompt": "p",
-                    "completion": "c",
-                    "prompt_ids": list(g.prompt_ids),
-                    "completion_ids": list(g.completion_ids[k]),
-                    "reward": g.rewards[k],
-                    "returns": g.returns[k],
-                    "advantage": g.advantages[k],
-                    "old_value": g.values[k],
-                    "value_target": g.targets[k],
-                    "turn_idx": g.turn,
-                    "generation_idx": k,
-                    "env_step": g.step,
-                    "reference_kl": None,
-                    "metadata": {"turn_idx": g.turn, "generation_idx": k},
-                    "old_logps": g.old_logps[k] if g.old_logps else None,
-                }
-            )
-    return out
-
-
-def test_an_older_checkpoints_buffer_loads_as_the_same_groups(tmp_path, tiny_dir):
-    # two items of two completions: two groups per agent stay buffered (64 completions fill it)
-    cfg = {"rollout_buffer_size": 64, "policy_loss": "ppo"}
-    writer = make(IACTrainer, tiny_dir, tmp_path / "a", 1, **cfg)
-    writer.run_unit(ItemBatch(0, 2, DATA[:2]))
-    older = dict(
-        writer.state_dict(), rollout_buffers=[_as_older_states(b) for b in writer.rollout_buffers]
-    )
-    assert len(older["rollout_buffers"][0]) == 4
-
-    reader = make(IACTrainer, tiny_dir, tmp_path / "b", 1, **cfg)
-    reader.load_state_dict(json.loads(json.dumps(older)))
-    for got, want in zip(reader.rollout_buffers, writer.rollout_buffers):
-        assert len(got) == len(want) == 2
-        for g, w in zip(got, want):
-            # the node's shared return and joint table are not in the older layout (the family
-            # neither logs the one nor reads the other)
-            older_fields = dict(node_return=0.0, joint_returns=[], joint_index=[])
-            assert dict(g.to_state(), **older_fields) == dict(w.to_state(), **older_fields)
-            assert g.old_logps and len(g.old_logps) == g.size == 2

@@ -6,15 +6,14 @@ import torch
 from comlrl.ac.values import (
     ValueHead,
     ValueModel,
-    backbone_of,
     build_value_head,
-    last_token_values,
     load_value_model,
     load_value_models,
-    logprobs_and_values,
     save_value_model,
 )
 from comlrl.core.logprobs import completion_logprobs
+from comlrl.core.logprobs.values import last_token_values, logprobs_and_values
+from comlrl.core.models.backbone import backbone_of
 from comlrl.core.testing import tiny_pair
 
 PROMPTS = [[5, 6, 7, 8], [9, 10]]

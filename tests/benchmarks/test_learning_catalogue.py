@@ -15,7 +15,7 @@ CASES = [(spec, task) for spec in catalogue.RUNS for task in spec.tasks()]
 def _build_config(spec, task):
     from comlrl.core.commands.launch import DEFAULT_RUN, algorithm_config
     from comlrl.core.config.run_file import check_run_file
-    from comlrl.core.registry import load_algorithm
+    from comlrl.core.plugins import load_algorithm
 
     run, _ = run_file(spec, task, seed=0)
     config_cls = load_algorithm(spec.algorithm).default_config_cls
@@ -43,7 +43,7 @@ def test_every_section_passes_its_config_validation(spec, task):
 
 
 def test_catalogue_covers_every_algorithm_and_names_are_unique():
-    from comlrl.core.registry import available_algorithms
+    from comlrl.core.plugins import available_algorithms
 
     names = [spec.name for spec in catalogue.RUNS]
     assert len(names) == len(set(names))

@@ -110,7 +110,7 @@ def test_full_run_gives_length_ratio_four_seeds_and_the_code_task_two():
 
 
 def test_defaults_rows_cover_every_algorithm_and_aliases_are_not_run_twice():
-    from comlrl.core.registry import available_algorithms
+    from comlrl.core.plugins import available_algorithms
 
     defaults = {spec.algorithm for spec in catalogue.DEFAULT_ROWS}
     assert set(available_algorithms()) <= defaults

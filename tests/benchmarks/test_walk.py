@@ -37,7 +37,7 @@ def test_a_family_file_and_a_crossing_are_told_apart():
         steps.append(available("policy_loss"))
 
     w = walk.trace("probe", step)
-    assert steps and "comlrl/core/algos/__init__.py" in w.files
+    assert steps and "comlrl/core/algos/registry.py" in w.files
     assert all(walk._layer(f) == "core" or f.startswith("comlrl/") for f in w.files)
 
 

@@ -21,7 +21,7 @@ from comlrl.core.commands.launch import DEFAULT_RUN, checkpoint_settings, run_tr
 from comlrl.core.config.run_file import CheckpointSection, WandbSection, check_run_file, field_names
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.logging.wandb_sink import _INIT_KEYS
-from comlrl.core.registry import available_tasks, load_task
+from comlrl.core.plugins import available_tasks, load_task
 from comlrl.core.rollout.formatters import build_formatters
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.core.rollout.tree import TreeSettings, build_trees

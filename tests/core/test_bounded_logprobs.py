@@ -156,10 +156,3 @@ def test_models_that_change_logits_after_the_head_keep_their_logits(small_chunks
     torch.testing.assert_close(
         got.sequence_sum(), _unchunked(plain, prompts, comps, 1.0).detach(), rtol=1e-4, atol=1e-4
     )
-
-
-def test_the_engines_earlier_names_are_the_same_calls():
-    from comlrl.core import logprobs
-
-    assert logprobs.score is logprobs.token_logprobs
-    assert logprobs.score_parts is logprobs.token_logprobs_parts

@@ -43,7 +43,7 @@ KNOBS = [
     ("steps_unit", "env", lambda c: c.steps_unit == "env", "epoch", "'optimizer', 'env'"),
     ("eval_steps", 4, lambda c: c.eval_steps == 4, 0, ">= 1"),
     ("save_steps", 4, lambda c: c.save_steps == 4, -2, ">= 1"),
-    ("loss_type", "dapo", lambda c: c.loss_aggregation == "token_mean", "cispo", "'dr_grpo'"),
+    ("loss_aggregation", "dapo", lambda c: c.loss_aggregation == "token_mean", "cispo", "dr_grpo"),
 ]
 
 
@@ -114,7 +114,7 @@ def test_a_run_samples_from_truncated_prompts_with_the_penalties(tmp_path):
 
 @pytest.mark.parametrize("algo", ["madpo_iter", "marlhf_iter"])
 def test_algo_switch_leaves_an_iterative_trainers_epochs_per_iteration(tmp_path, monkeypatch, algo):
-    from comlrl.core.registry import load_algorithm
+    from comlrl.core.plugins import load_algorithm
 
     config_cls = load_algorithm(algo).default_config_cls
     seen = {}

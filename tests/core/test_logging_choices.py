@@ -70,7 +70,7 @@ def test_report_to_chooses_the_sinks_given_a_wandb_config(
     logger = MetricLogger(
         tmp_path / "run-a", wandb_config={"project": "p"}, report_to=report_to, default_name="n"
     )
-    logger.start_wandb()
+    logger.start()
     logger.log({"turn_1/reward_mean": 0.5}, 1)
     logger.close()
     assert bool(fake_wandb.inits) is wandb_on
@@ -103,7 +103,7 @@ def test_wandb_run_is_named_after_the_run_directory(tmp_path, fake_wandb):
     logger = MetricLogger(
         tmp_path / "other", wandb_config={"name": "chosen"}, report_to=["wandb"], default_name="x"
     )
-    logger.start_wandb()
+    logger.start()
     logger.close()
     assert fake_wandb.inits[-1]["name"] == "chosen"
 

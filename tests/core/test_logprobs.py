@@ -14,9 +14,9 @@ from comlrl.core.logprobs import (
     packing_verified,
     plan,
     plan_forwards,
-    score,
-    score_parts,
     shared_prompt_logprobs,
+    token_logprobs,
+    token_logprobs_parts,
 )
 from comlrl.core.testing import tiny_pair
 
@@ -132,7 +132,7 @@ def test_the_engine_gives_the_padded_values_and_gradients(layout, max_tokens):
     prompts, comps, w = _engine_rows()
     ref = completion_logprobs(model, prompts, comps, pad)  # one padded forward, no dedupe
 
-    got = score(model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout)
+    got = token_logprobs(model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout)
     assert got.values.shape == got.mask.shape == ref.mask.shape  # [rows, longest completion]
     assert torch.equal(got.mask, ref.mask)
     torch.testing.assert_close(got.values * got.mask, ref.values * ref.mask, **TOL)
@@ -145,14 +145,14 @@ def test_the_engine_gives_the_padded_values_and_gradients(layout, max_tokens):
         model,
         lambda: (
             w
-            * score(
+            * token_logprobs(
                 model, prompts, comps, pad_id=pad, max_tokens=max_tokens, grad=True, layout=layout
             ).sequence_sum()
         ).sum(),
     )
     model.zero_grad(set_to_none=True)
     seen = []
-    for idx, lp in score_parts(
+    for idx, lp in token_logprobs_parts(
         model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout
     ):
         assert lp.values.shape == lp.mask.shape and lp.mask.shape[0] == len(idx)
@@ -185,7 +185,7 @@ def test_no_planned_forward_exceeds_the_budget_unless_one_row_alone_does(layout,
     sizes = _forward_sizes(model)
     parts = 0
     with torch.no_grad():
-        for idx, _ in score_parts(
+        for idx, _ in token_logprobs_parts(
             model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout
         ):
             distinct = {(tuple(prompts[j]), tuple(comps[j])) for j in idx}
@@ -202,14 +202,16 @@ def test_duplicate_rows_are_scored_once_and_share_their_value():
     model.register_forward_pre_hook(
         lambda _m, _args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
     )
-    lp = score(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded")
+    lp = token_logprobs(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded")
     assert rows == [3]  # four rows, three distinct
     assert lp.sequence_sum()[0].item() == lp.sequence_sum()[2].item()
     rows.clear()
-    score(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded", dedupe=False)
+    token_logprobs(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded", dedupe=False)
     assert rows == [4]
     rows.clear()
-    parts = list(score_parts(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded"))
+    parts = list(
+        token_logprobs_parts(model, prompts, comps, pad_id=tok.pad_token_id, layout="padded")
+    )
     assert rows == [3] and sorted(j for idx, _ in parts for j in idx) == [0, 1, 2, 3]
 
 
@@ -238,12 +240,12 @@ def test_the_engine_refuses_bad_input_and_scores_no_rows():
     model, tok = tiny_pair()
     pad = tok.pad_token_id
     with pytest.raises(ValueError, match="layout"):
-        score(model, [[1]], [[2]], pad_id=pad, layout="ragged")
+        token_logprobs(model, [[1]], [[2]], pad_id=pad, layout="ragged")
     with pytest.raises(ValueError, match="max_tokens"):
-        score(model, [[1]], [[2]], pad_id=pad, max_tokens=0)
+        token_logprobs(model, [[1]], [[2]], pad_id=pad, max_tokens=0)
     with pytest.raises(ValueError, match="prompt_ids and completion_ids"):
-        list(score_parts(model, [[1], [2]], [[3]], pad_id=pad))
-    empty = score(model, [], [], pad_id=pad)
+        list(token_logprobs_parts(model, [[1], [2]], [[3]], pad_id=pad))
+    empty = token_logprobs(model, [], [], pad_id=pad)
     assert empty.values.shape[0] == 0 and empty.sequence_sum().shape == (0,)
 
 
@@ -265,6 +267,6 @@ def test_auto_shares_prompts_only_where_the_second_pass_pays():
     assert plan(tiny, long, comps, None, 0)[1] is shared_prompt_logprobs
     assert plan(small, short, comps, None, 0)[1] is shared_prompt_logprobs
     # either layout scores the same values
-    a = score(tiny, short, comps, pad_id=0, layout="shared_prompt")
-    b = score(tiny, short, comps, pad_id=0)
+    a = token_logprobs(tiny, short, comps, pad_id=0, layout="shared_prompt")
+    b = token_logprobs(tiny, short, comps, pad_id=0)
     assert torch.allclose(a.values, b.values, atol=1e-5)

@@ -1,4 +1,4 @@
-"""PPO's clipped surrogate (comlrl.core.algos.ratio) against hand-derived numbers: ratios clipped
+"""PPO's clipped surrogate (comlrl.core.algos.losses) against hand-derived numbers: ratios clipped
 above and below, positive and negative advantages, clip-higher, padded tokens ignored."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from comlrl.core.algos.ratio import clip_range, clipped_surrogate, padded_rows
+from comlrl.core.algos.losses import clip_range, clipped_surrogate, padded_rows
 
 # Row 0 has A = +2 and ratios 1.5 (above 1.2: clipped), 0.7 (below 0.8, but A > 0 keeps the
 # smaller unclipped term), 1.1 (inside). Row 1 has A = -1 and ratios 0.5 (below 0.8 with A < 0:

@@ -1,4 +1,4 @@
-"""The dual clip and the log-ratio clamp of comlrl.core.algos.ratio against hand values (the numbers
+"""The dual clip and the log-ratio clamp of comlrl.core.algos.losses against hand values (the numbers
 of the second algorithms audit: a ratio of 10 with A = -1 costs 10 without the dual clip and 3
 with it; a token log-ratio of 100 stays finite)."""
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from comlrl.core.algos.ratio import LOG_RATIO_BOUND, clipped_surrogate
+from comlrl.core.algos.losses import LOG_RATIO_BOUND, clipped_surrogate
 
 
 def _one_token(log_ratio, adv, **kw):

@@ -50,7 +50,7 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, uninterrupted
     before = signal.getsignal(signal.SIGTERM)
     first = make_trainer(tmp_path, 2, reward_func=reward_then_sigterm)
     first.train(checkpoint_dir=str(ckpt_dir))  # no mid-epoch saves: only the signal makes one
-    assert first.interrupted and not first._training_complete
+    assert first.interrupted and not first.training_complete
     assert signal.getsignal(signal.SIGTERM) is before
     meta = read_checkpoint_metadata(first.last_checkpoint)
     assert (meta["reason"], meta["epoch"], meta["position"]) == ("signal", 1, 4)

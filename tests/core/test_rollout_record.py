@@ -1,12 +1,9 @@
-"""The rollout record: built from the tree's shaped returns, checkpointed, and read from the
-older ``NodeSample`` layout of buffers saved before it moved into core."""
+"""The rollout record: built from the tree's shaped returns, and checkpointed."""
 
 from types import SimpleNamespace
 
-import pytest
-
 from comlrl.core.rewards.shaping import shape_with_kl
-from comlrl.core.rollout.record import GroupCodec, RolloutGroup, rollout_groups
+from comlrl.core.rollout.record import RolloutGroup, ValueGroup, rollout_groups
 from comlrl.core.rollout.tree import TreeNode, compute_returns
 
 
@@ -34,28 +31,6 @@ def test_groups_carry_the_shaped_credit_and_the_environment_values():
 
 def test_a_group_round_trips_through_its_state():
     g = RolloutGroup(0, 1, 5, [1], [[2], [3]], [0.5, 1.0], advantages=[-0.5, 0.5], baseline=0.2)
-    assert GroupCodec().from_state(GroupCodec().to_state(g)) == g
-
-
-def test_a_buffer_of_the_older_layout_is_read_with_its_kl_shaped():
-    old = {
-        "agent_idx": 1,
-        "turn_idx": 0,
-        "prompt_ids": [1],
-        "completion_ids": [[2], [3]],
-        "returns": [1.0, 2.0],
-        "node_mean_reward": 1.5,
-        "node_mean_return": 1.5,
-        "node_env_step": 9,
-        "reference_kls": [0.1, 0.2],
-        "carried_kls": [0.3, 0.4],
-        "reference_logps": [],
-        "old_logps": [],
-        "baseline": None,
-        "agent_reward_mean": None,
-    }
-    g = GroupCodec(kl_coef=0.5).from_state(old)
-    assert (g.agent, g.turn, g.step, g.node_reward) == (1, 0, 9, 1.5)
-    assert g.returns == pytest.approx([1.0 - 0.15, 2.0 - 0.2])  # less coef x carried KL
-    assert g.kls == [0.1, 0.2] and g.advantages == []  # the update computes them
-    assert GroupCodec().from_state(old).returns == [1.0, 2.0]  # KL not in the reward
+    assert RolloutGroup.from_state(g.to_state()) == g
+    v = ValueGroup(1, 0, 2, [1], [[2]], [1.0], advantages=[0.3], values=[0.7], targets=[1.0])
+    assert ValueGroup.from_state(RolloutGroup.to_state(v)) == v

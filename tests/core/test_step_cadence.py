@@ -116,7 +116,7 @@ def test_marks_of_another_unit_start_afresh():
     assert trainer.cadence_marks == {"eval": 6} and trainer.reporting.last_log_step == 5
     assert due(trainer, "eval", 1) and not due(trainer, "eval", 1)
 
-    # An older checkpoint counted its logging mark in env steps.
-    load_cadence_state(trainer, None, log_mark=36)
+    # A checkpoint whose marks count another unit: the cadences restart from now.
+    load_cadence_state(trainer, {"unit": "env", "marks": {"eval": 30}}, log_mark=36)
     assert trainer.reporting.last_log_step == -1
     assert trainer.cadence_marks == {"eval": 7, "save": 7}

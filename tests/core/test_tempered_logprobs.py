@@ -16,10 +16,10 @@ from comlrl.core.logprobs import (
     completion_logprobs,
     packed_logprobs,
     padded_forward,
-    score,
-    score_parts,
     selective_log_softmax,
     shared_prompt_logprobs,
+    token_logprobs,
+    token_logprobs_parts,
 )
 from comlrl.core.testing import tiny_pair
 
@@ -98,14 +98,14 @@ def test_every_kernel_scores_the_tempered_distribution(setup, kernel):
 @pytest.mark.parametrize("max_tokens", [None, 40])
 def test_score_and_score_parts_use_the_temperature_on_every_layout(setup, layout, max_tokens):
     model, pad, prompts, comps, want, mask = setup
-    got = score(
+    got = token_logprobs(
         model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout, temperature=T
     )
     _check(got, want, mask)
     torch.testing.assert_close(got.sequence_sum().cpu(), (want * mask).sum(-1), **TOL)
     seen = []
     with torch.no_grad():
-        for idx, lp in score_parts(
+        for idx, lp in token_logprobs_parts(
             model, prompts, comps, pad_id=pad, max_tokens=max_tokens, layout=layout, temperature=T
         ):
             width = lp.mask.shape[1]
@@ -125,9 +125,9 @@ def test_selective_log_softmax_divides_half_precision_logits_in_fp32():
 def test_a_temperature_that_is_not_a_positive_number_is_refused(setup, bad):
     model, pad, prompts, comps, _, _ = setup
     with pytest.raises(ValueError, match="temperature"):
-        score(model, prompts, comps, pad_id=pad, temperature=bad)
+        token_logprobs(model, prompts, comps, pad_id=pad, temperature=bad)
     with pytest.raises(ValueError, match="temperature"):
-        next(score_parts(model, prompts, comps, pad_id=pad, temperature=bad))
+        next(token_logprobs_parts(model, prompts, comps, pad_id=pad, temperature=bad))
 
 
 def test_the_ratio_of_the_sampler_by_hand():

@@ -39,6 +39,14 @@ def test_no_family_module_writes_the_step_skeleton(package):
     assert not calls, "use comlrl.core.training.train_step.train_step instead:\n" + "\n".join(calls)
 
 
+def test_the_extending_examples_use_cores_step():
+    # what CONTRIBUTING tells a new family to copy follows the same rule
+    sources = sorted((ROOT / "examples" / "extending").glob("*.py"))
+    assert any(p.name == "custom_algorithm.py" for p in sources)
+    calls = [c for p in sources for c in _skeleton_calls(p.read_text(), str(p.relative_to(ROOT)))]
+    assert not calls, "use comlrl.core.training.train_step.train_step instead:\n" + "\n".join(calls)
+
+
 def test_the_check_sees_a_skeleton():
     sample = "def f(opt, loss):\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
     assert len(_skeleton_calls(sample, "sample.py")) == 3

@@ -210,7 +210,7 @@ def test_reward_model_scores_drive_the_rl_phase(tmp_path):
 
 
 def test_missing_rl_package_names_the_package(tmp_path, monkeypatch):
-    import comlrl.core.registry as registry
+    import comlrl.core.plugins as registry
 
     real = registry._group
     monkeypatch.setattr(

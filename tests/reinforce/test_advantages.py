@@ -105,17 +105,20 @@ def test_the_greedy_baseline_goes_through_the_contract():
         estimate(groups, "greedy")
 
 
-def test_an_estimator_of_one_group_still_works():
+def test_a_registered_estimator_gets_every_group_and_the_keywords():
     from comlrl.core import algos
     from comlrl.reinforce.advantages import estimate
 
-    @algos.register_advantage("test_median_of_one_group")
-    def median(r):
-        assert r.dim() == 1  # written for one group's K returns
-        return r - r.median()
+    seen = {}
+
+    @algos.register_advantage("test_median_baseline")
+    def median(r, config=None, *, baseline=None, table=None):
+        seen.update(shape=tuple(r.shape), baseline=baseline, table=table)
+        return r - r.median(-1, keepdim=True).values
 
     groups = torch.tensor([[1.0, 2.0, 9.0], [0.0, 5.0, 6.0]], dtype=torch.float64)
-    assert estimate(groups, "test_median_of_one_group").tolist() == [
+    assert estimate(groups, "test_median_baseline").tolist() == [
         [-1.0, 0.0, 7.0],
         [-5.0, 0.0, 1.0],
     ]
+    assert seen == {"shape": (2, 3), "baseline": None, "table": None}

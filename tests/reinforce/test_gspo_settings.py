@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from comlrl.core.algos.policy_losses import gspo_loss
-from comlrl.core.algos.ratio import SEQUENCE_LOG_RATIO_MAX
+from comlrl.core.algos.losses import SEQUENCE_LOG_RATIO_MAX, gspo_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
 from comlrl.reinforce.losses import row_weights
@@ -47,7 +46,7 @@ def test_gspo_refuses_another_aggregation(agg):
     with pytest.raises(ValueError, match=f"loss_aggregation='{agg}' does not apply"):
         MAGRPOConfig(policy_loss="gspo", loss_aggregation=agg)
     with pytest.raises(ValueError, match="loss_aggregation"):
-        MAGRPOConfig(policy_loss="gspo", variant="dr_grpo")
+        MAGRPOConfig.preset("dr_grpo", policy_loss="gspo")
 
 
 def test_gspo_clips_in_its_papers_range_unless_told_otherwise():
@@ -55,7 +54,10 @@ def test_gspo_clips_in_its_papers_range_unless_told_otherwise():
     assert (cfg.epsilon, cfg.epsilon_high) == (3e-4, 4e-4)
     cfg = MAGRPOConfig(policy_loss="gspo", epsilon=0.2)
     assert (cfg.epsilon, cfg.epsilon_high) == (0.2, None)
+    cfg = MAGRPOConfig(policy_loss="gspo", epsilon_high=0.3)
+    assert (cfg.epsilon, cfg.epsilon_high) == (0.2, 0.3)
     assert MAGRPOConfig(policy_loss="ppo").epsilon == 0.2
+    assert MAGRPOConfig().epsilon is None  # no ratio loss, no clip range
 
 
 def test_a_huge_sequence_log_ratio_gives_a_finite_loss():

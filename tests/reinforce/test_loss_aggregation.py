@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from comlrl.core.algos.policy_losses import reinforce_loss
+from comlrl.core.algos.losses import reinforce_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
 from comlrl.reinforce.losses import row_weights, token_mean_total
@@ -39,20 +39,8 @@ def test_token_mean_leaves_masked_rows_out_of_the_total():
     assert got == pytest.approx([0.0, 1 / 4, 1 / 4, 1 / 4])
 
 
-@pytest.mark.parametrize(
-    "old, new", [("none", "sum"), ("token_mean", "sequence_mean"), ("constant", "constant")]
-)
-def test_earlier_names_are_aliases(old, new):
-    assert MAGRPOConfig(loss_length_normalization=old).loss_aggregation == new
-
-
 def test_none_is_an_alias_of_sum():
     assert MAGRPOConfig(loss_aggregation="none").loss_aggregation == "sum"
-
-
-def test_conflicting_old_and_new_names_raise():
-    with pytest.raises(ValueError, match="set only loss_aggregation"):
-        MAGRPOConfig(loss_length_normalization="constant", loss_aggregation="sum")
 
 
 def test_token_mean_loss_is_the_mean_over_every_token():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from comlrl.core.algos.policy_losses import gspo_loss, ppo_loss, reinforce_loss
+from comlrl.core.algos.losses import gspo_loss, ppo_loss, reinforce_loss
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.testing import tiny_pair

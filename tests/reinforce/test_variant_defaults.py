@@ -43,14 +43,14 @@ def test_defaults_of_the_variants():
     assert MARLOOConfig().advantage_mode == "rloo"
     assert not MARLOOConfig().advantage_normalization
     remax = MAReMaxConfig()
-    assert remax.baseline == "greedy" and not remax.advantage_normalization
+    assert remax.advantage_mode == "greedy" and not remax.advantage_normalization
     assert remax.uses_greedy_baseline() and not MAGRPOConfig().uses_greedy_baseline()
-    assert not MAReMaxConfig(baseline="max").uses_greedy_baseline()
+    assert not MAReMaxConfig(advantage_mode="max").uses_greedy_baseline()
 
 
 def test_bad_baseline_names_the_field():
-    with pytest.raises(ValueError, match="baseline"):
-        MAReMaxConfig(baseline="mean")
+    with pytest.raises(ValueError, match="advantage_mode"):
+        MAReMaxConfig(advantage_mode="median")
 
 
 def test_fixed_baseline_hand_values():
@@ -99,7 +99,7 @@ def test_greedy_baseline_cost_is_logged(tmp_path):
 
 
 def test_max_baseline_keeps_the_group_max(tmp_path):
-    trainer = _remax(tmp_path, baseline="max")
+    trainer = _remax(tmp_path, advantage_mode="max")
     s = RolloutGroup(
         agent=0,
         turn=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.core.registry import load_task
+from comlrl.core.plugins import load_task
 from comlrl.core.rollout.generation import tokenize_prompts
 from comlrl.core.task import TaskSpec
 from tests.core.test_chat_templates import BOS, chat_tokenizer

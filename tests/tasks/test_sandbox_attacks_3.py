@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from comlrl.core.registry import load_task
+from comlrl.core.plugins import load_task
 from comlrl.core.task import TaskSpec
 from tests.tasks.helpers import FAST_LIMITS
 

@@ -15,17 +15,26 @@ updates the models (``_update``), and what is saved.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from comlrl.ac.buffer_states import BufferCodec, is_sample_state, regroup
 from comlrl.ac.config import ActorCriticConfig
 from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
 from comlrl.ac.values import ValueModel
-from comlrl.core.inputs import compat_constructor, signature_of
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
+from comlrl.core.inputs import inputs_from
 from comlrl.core.loop.buffer import Batch, Experience, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models import resolve_model_sources
@@ -51,29 +60,32 @@ class ActorCriticTrainerBase(TrainerBase):
     timing_phases = ("generate", "reward", "values", "update")
 
     inputs_cls = ActorCriticInputs
-    __init__ = compat_constructor(
-        signature_of(
-            (
-                "agent_model",
-                "critic_model",
-                "tokenizer",
-                "reward_func",
-                "reward_processor",
-                "formatters",
-                "args",
-                "train_dataset",
-                "eval_dataset",
-                "model_config",
-                "wandb_config",
-                "metrics_callback",
-                "external_transition",
-                "agents",
-                "critics",
-            ),
-            keyword_only=("num_agents",),
-        ),
-        ActorCriticInputs,
-    )
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        critic_model: ModelSource | None = None,
+        tokenizer: TokenizerArg | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        args: ActorCriticConfig | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        model_config: dict | None = None,
+        wandb_config: dict | None = None,
+        metrics_callback: Hook | None = None,
+        external_transition: Hook | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        critics: Sequence[ModelSource] | None = None,
+        *,
+        num_agents: int | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's actor-critic arguments, in its order: the
+        actors (``agent_model`` or ``agents``), the critics (``critic_model`` or ``critics``;
+        none with a value head), the reward and ``formatters``, ``args`` the config (defaults
+        when None), the data, and the W&B, per-episode metrics and multi-turn hooks."""
+        self.setup(inputs_from(ActorCriticInputs, locals()))
 
     def setup(self, inputs: ActorCriticInputs) -> None:
         """Arguments as in CoMLRL 1.4.3. ``num_agents`` (ours, keyword-only) sets how many
@@ -120,7 +132,7 @@ class ActorCriticTrainerBase(TrainerBase):
         # when it holds ``rollout_buffer_size`` completions.
         self.use_buffer(
             math.ceil(a.rollout_buffer_size / a.num_generations),
-            BufferCodec(),
+            ValueGroup,
             self.joint_sample_cls,
         )
 
@@ -228,14 +240,6 @@ class ActorCriticTrainerBase(TrainerBase):
         ]
 
     # ------------------------------------------------------------------ resumable state
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`; a buffer of an older checkpoint (one
-        ``RolloutSample`` per completion) comes back as one group per tree node."""
-        super().load_state_dict(state)
-        if any(is_sample_state(s) for b in state.get("rollout_buffers", []) for s in b):
-            buffer = self.rollout_buffer
-            buffer.samples = [regroup(groups) for groups in buffer.samples]
-
     def optimizers_list(self) -> list:
         """Actor optimizers, then critic (or value-head) optimizers."""
         return list(self.agent_optimizers) + list(self.critic_optimizers)

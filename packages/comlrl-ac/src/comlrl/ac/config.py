@@ -29,7 +29,6 @@ from comlrl.core.config.knobs import (
     CRITIC_TYPE,
     CRITIC_TYPES,
     CRITIC_VALUE_HEAD_HIDDEN_DIM,
-    LOSS_TYPE,
     NUM_GENERATIONS,
     TRL_LOSS_TYPES,
     USE_SEPARATE_CRITIC,
@@ -49,6 +48,11 @@ __all__ = [
 
 # How the actor's token log-probs make the mini-batch loss (see ActorCriticConfig).
 ACTOR_AGGREGATIONS = ("sum", "sequence_mean", "token_mean")
+# Other spellings of the same choices: `none`, and TRL's `loss_type` names of these three.
+ACTOR_AGGREGATION_SPELLINGS = {
+    "none": "sum",
+    **{k: v for k, v in TRL_LOSS_TYPES.items() if v in ACTOR_AGGREGATIONS},
+}
 _DEFAULT_EPSILON = 0.2
 _DEFAULT_CLIP_RATIO_C = 3.0
 
@@ -114,10 +118,10 @@ class ActorCriticConfig(CommonConfig):
         "completion's tokens and averages over completions (as in 1.4.3); `sequence_mean` "
         "averages each completion's tokens first; `token_mean` weighs every token of the "
         "mini-batch equally (as verl's and OpenRLHF's PPO), pooled over ranks. Applies to both "
-        "actor losses.",
-        check=Choice(ACTOR_AGGREGATIONS),
+        "actor losses. TRL's `loss_type` names are accepted as values: `grpo` = "
+        "`sequence_mean`, `bnpo` and `dapo` = `token_mean`.",
+        check=Choice(ACTOR_AGGREGATIONS, ACTOR_AGGREGATION_SPELLINGS),
     )
-    loss_type: str | None = LOSS_TYPE(None)
 
     _family = "Actor-critic"
 
@@ -130,29 +134,7 @@ class ActorCriticConfig(CommonConfig):
                 f"num_turns={self.num_turns})."
             )
         self._check_critic_devices()
-        self._resolve_loss_type()
         self._check_actor_loss()
-
-    def _resolve_loss_type(self) -> None:
-        """TRL's ``loss_type`` sets ``loss_aggregation``; a differing explicit one raises."""
-        if self.loss_type is None:
-            return
-        meant = TRL_LOSS_TYPES[self.loss_type]
-        if meant not in ACTOR_AGGREGATIONS:
-            usable = sorted(k for k, v in TRL_LOSS_TYPES.items() if v in ACTOR_AGGREGATIONS)
-            raise ValueError(
-                f"loss_type={self.loss_type!r} means loss_aggregation={meant!r}, which the "
-                f"{self._family} family does not have; valid loss_type values here: "
-                f"{', '.join(usable)} (or set loss_aggregation to one of "
-                f"{', '.join(ACTOR_AGGREGATIONS)})."
-            )
-        # Without a record of explicit fields, a non-default aggregation counts as given.
-        if self.loss_aggregation not in ("sum", meant):
-            raise ValueError(
-                f"loss_type={self.loss_type!r} (= loss_aggregation={meant!r}) conflicts with "
-                f"loss_aggregation={self.loss_aggregation!r}; set only one of them."
-            )
-        self.loss_aggregation = meant
 
     def _check_actor_loss(self) -> None:
         """Reusing a rollout or setting a clip range needs a ratio loss (one that reads the

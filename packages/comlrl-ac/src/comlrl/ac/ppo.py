@@ -1,5 +1,5 @@
 """The actor's loss of the actor-critic family: a registered policy loss, chosen by
-``policy_loss`` from core's registry (:mod:`comlrl.core.algos.policy_losses`): on-policy REINFORCE
+``policy_loss`` from core's registry (:mod:`comlrl.core.algos.losses`): on-policy REINFORCE
 with the critic's advantage (``reinforce``, as in 1.4.3), PPO's clipped token ratio to the
 rollout policy (``ppo``, which makes IAC IPPO and MAAC MAPPO and lets ``num_iterations`` passes
 reuse one rollout), GSPO's sequence ratio, or any loss registered by name."""
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from comlrl.core import algos
-from comlrl.core.algos.ratio import padded_rows
+from comlrl.core.algos.losses import padded_rows
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.training.policy_update import PolicyRows, require_old_logps

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from comlrl.core.algos.stats import zscore
+from comlrl.core.algos.losses import zscore
 from comlrl.core.training.value_step import ValueRows
 
 
@@ -183,7 +183,7 @@ def fill_critic_targets(
 def normalize_advantages(
     advantages: Sequence[float], moments: tuple[float, float, int] | None = None
 ) -> list[float]:
-    """Z-score of a buffer's advantages (see :func:`comlrl.core.algos.stats.zscore`: population std
+    """Z-score of a buffer's advantages (see :func:`comlrl.core.algos.losses.zscore`: population std
     floored at 1e-6, pooled ``moments`` in multi-process runs, a single value left as is)."""
     return zscore(
         torch.tensor([float(a) for a in advantages], dtype=torch.float64), moments

@@ -17,12 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.core.logprobs.values import (  # noqa: F401  (the forwards' former home)
-    VALUE_AT,
-    body_hidden,
-    last_token_values,
-    logprobs_and_values,
-)
+from comlrl.core.logprobs.values import body_hidden, last_token_values
 from comlrl.core.models.backbone import backbone_of, hidden_size_of
 from comlrl.core.quiet import quiet_hub_progress
 

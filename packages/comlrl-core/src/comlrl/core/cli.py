@@ -27,7 +27,7 @@ from comlrl.core.commands.launch import (
 from comlrl.core.config.redact import redacted_paths
 from comlrl.core.config.yaml_io import apply_overrides, deep_merge, load_yaml
 from comlrl.core.errors import UserError, is_user_error
-from comlrl.core.registry import available_algorithms, available_tasks, load_algorithm, load_task
+from comlrl.core.plugins import available_algorithms, available_tasks, load_algorithm, load_task
 
 _EPILOG = """examples:
   comlrl train                                  # two tiny agents, length-ratio task, MAGRPO

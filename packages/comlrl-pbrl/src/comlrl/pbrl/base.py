@@ -17,6 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
 from comlrl.core.centralized import (
     CentralizedCollaboration,
     TaggedCentralizedComparatorAdapter,
@@ -25,7 +34,7 @@ from comlrl.core.centralized import (
 )
 from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
-from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.placement.devices import plan_devices
 from comlrl.core.rewards import RewardCaller
@@ -63,10 +72,34 @@ class PreferenceTrainerBase(TrainerBase):
     # (every built-in preference trainer does; a subclass with its own loop may say no).
     multi_process_ready = True
     inputs_cls = PreferenceInputs
-    __init__ = compat_constructor(
-        signature_of(MAGRPO_STYLE, keyword_only=("centralized_comparator_adapter", "model")),
-        PreferenceInputs,
-    )
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        num_agents: int | None = 2,
+        tokenizer: TokenizerArg | None = None,
+        model_config: dict | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        dataset_type: str | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        external_transition: Hook | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Hook | None = None,
+        eval_aggregator: Hook | None = None,
+        args: MADPOConfig | None = None,
+        *,
+        centralized_comparator_adapter: Any = None,
+        model: ModelSource | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's arguments, in its order (see
+        :class:`~comlrl.reinforce.MAGRPOTrainer`); ``args`` is the family's config;
+        ``centralized_comparator_adapter`` lays out a centralized comparator's prompt."""
+        self.setup(inputs_from(PreferenceInputs, locals()))
+
     progress_unit = "step"
     run_config_keys = TrainerBase.run_config_keys + (
         "preference_num_candidates",

@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from comlrl.core import loop
-from comlrl.core.inputs import MAGRPO_STYLE, compat_constructor, signature_of
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
+from comlrl.core.inputs import inputs_from
 from comlrl.core.loop import EndOfPass, units_of
 from comlrl.core.models import ensure_pad_token, is_model_name
 from comlrl.core.training.optim import build_adamw
@@ -81,13 +91,36 @@ class MARLHFTrainer(PreferenceTrainerBase):
 
     inputs_cls = RLHFInputs
     run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
-    __init__ = compat_constructor(
-        signature_of(
-            MAGRPO_STYLE + ("metrics_callback", "critic_model", "critics"),
-            keyword_only=("centralized_comparator_adapter", "model"),
-        ),
-        RLHFInputs,
-    )
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        num_agents: int | None = 2,
+        tokenizer: TokenizerArg | None = None,
+        model_config: dict | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        dataset_type: str | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        external_transition: Hook | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Hook | None = None,
+        eval_aggregator: Hook | None = None,
+        args: MARLHFConfig | None = None,
+        metrics_callback: Hook | None = None,
+        critic_model: ModelSource | None = None,
+        critics: Sequence[ModelSource] | None = None,
+        *,
+        centralized_comparator_adapter: Any = None,
+        model: ModelSource | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's arguments, in its order (see
+        :class:`~comlrl.reinforce.MAGRPOTrainer`), plus what an actor-critic RL phase takes:
+        ``metrics_callback`` and its critics (``critic_model`` or ``critics``)."""
+        self.setup(inputs_from(RLHFInputs, locals()))
 
     def setup(self, inputs: RLHFInputs) -> None:
         """The preference base's set-up, then the reward model and the RL trainer."""

@@ -18,7 +18,7 @@ from typing import Any
 from comlrl.core.checkpoint.trainer_state import STEP_STATE_KEYS
 from comlrl.core.loop import EndOfPass
 from comlrl.core.loop.timing import PhaseTimer
-from comlrl.core.registry import PROVIDERS, load_algorithm
+from comlrl.core.plugins import PROVIDERS, load_algorithm
 from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 # Fields whose None is a real setting (not "use the RL trainer's default").

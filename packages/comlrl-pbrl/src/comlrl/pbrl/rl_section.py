@@ -98,7 +98,7 @@ def fold_rl_section(config: Any) -> None:
 def rl_config_fields(name: str) -> set[str] | None:
     """The field names of the config of the RL algorithm registered as ``name`` (None when no
     installed package provides it: building the trainer then says what to install)."""
-    from comlrl.core.registry import available_algorithms, load_algorithm
+    from comlrl.core.plugins import available_algorithms, load_algorithm
 
     if name not in available_algorithms():
         return None

@@ -1,12 +1,13 @@
 """Advantages for REINFORCE with a group baseline.
 
-Every estimator follows the registry's contract, ``fn(returns, config) -> advantages`` over a
-``[G, K]`` float64 tensor of G groups of K sibling returns (one row per group), so a whole
-update's groups go through it at once. Normalization is a separate step
+Every estimator follows the registry's one contract,
+``fn(returns, config, *, baseline=None, table=None) -> advantages`` over a ``[G, K]`` float64
+tensor of G groups of K sibling returns (one row per group), so a whole update's groups go
+through it at once. Normalization is a separate step
 (:func:`normalize_groups`). Baselines per group: mean (GRPO), none (raw REINFORCE), max (ReMax) and
 leave-one-out (RLOO), and MAReMax's greedy baseline, the reward of a greedy joint rollout
-measured outside the group (registered with ``needs_baseline=True``, so it also receives each
-group's measured baseline). Normalization keeps each baseline and divides a group's advantages by their
+measured outside the group (registered with ``needs_baseline=True``, so the caller measures
+each group's baseline and passes it). Normalization keeps each baseline and divides a group's advantages by their
 own root-mean-square ``s = sqrt(mean_k A_k^2)``, floored at ``STD_FLOOR``: for the mean baseline
 that is the group's population std (GRPO), and in every mode ``|A_k| <= sqrt(K)``, so tied and
 near-tied groups stay bounded. (Dividing un-centred raw returns by the returns' std instead made
@@ -21,7 +22,6 @@ mode.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,29 +29,29 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.algos import JointTable, register_advantage
-from comlrl.core.algos.stats import STD_FLOOR, zscore
+from comlrl.core.algos.losses import STD_FLOOR, zscore
 
 
 @register_advantage("mean")
-def mean_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+def mean_baseline(r: torch.Tensor, config: Any = None, **_: Any) -> torch.Tensor:
     """GRPO: ``R - mean(R)`` over each group."""
     return r - r.mean(-1, keepdim=True)
 
 
 @register_advantage("raw")
-def no_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+def no_baseline(r: torch.Tensor, config: Any = None, **_: Any) -> torch.Tensor:
     """REINFORCE: the returns themselves."""
     return r.clone()
 
 
 @register_advantage("max")
-def max_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+def max_baseline(r: torch.Tensor, config: Any = None, **_: Any) -> torch.Tensor:
     """ReMax-style: ``R - max(R)`` over each group (the best sample gets 0)."""
     return r - r.max(-1, keepdim=True).values
 
 
 @register_advantage("rloo")
-def leave_one_out_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
+def leave_one_out_baseline(r: torch.Tensor, config: Any = None, **_: Any) -> torch.Tensor:
     """RLOO: ``R_k - mean(R_j, j != k)``; groups of one fall back to the mean baseline."""
     k = r.shape[-1]
     if k <= 1:
@@ -61,7 +61,7 @@ def leave_one_out_baseline(r: torch.Tensor, config: Any = None) -> torch.Tensor:
 
 @register_advantage("greedy", needs_baseline=True)
 def greedy_baseline(
-    r: torch.Tensor, config: Any = None, baseline: torch.Tensor | None = None
+    r: torch.Tensor, config: Any = None, *, baseline: torch.Tensor | None = None, **_: Any
 ) -> torch.Tensor:
     """MAReMax: ``R - b`` with ``b`` each group's greedy joint reward (``baseline``, ``[G]``)."""
     if baseline is None:
@@ -71,7 +71,7 @@ def greedy_baseline(
 
 @register_advantage("counterfactual", needs_joint_table=True)
 def counterfactual_baseline(
-    r: torch.Tensor, config: Any = None, table: JointTable | None = None
+    r: torch.Tensor, config: Any = None, *, table: JointTable | None = None, **_: Any
 ) -> torch.Tensor:
     """Counterfactual credit: completion k's mean return over the joint actions that hold it
     fixed (the other agents' samples varying), minus the node's mean return over all its joint
@@ -118,32 +118,15 @@ def estimate(
     baseline: torch.Tensor | None = None,
     table: JointTable | None = None,
 ) -> torch.Tensor:
-    """The registered estimator ``mode`` over ``returns`` (``[G, K]``); ``baseline`` (``[G]``)
-    goes to estimators registered with ``needs_baseline``, ``table`` (the nodes' joint tables)
-    to those registered with ``needs_joint_table``. An estimator written for one group
-    (``fn(returns)`` of K values, the registry's first contract) runs row by row."""
+    """The registered estimator ``mode`` over ``returns`` (``[G, K]``), with each group's
+    measured ``baseline`` (``[G]``) and the nodes' joint ``table`` where the caller has them."""
     fn = algos.get("advantage", mode, "advantage_mode")
-    if getattr(fn, "needs_joint_table", False):
-        return fn(returns, config, table=table)
-    if getattr(fn, "needs_baseline", False):
-        return fn(returns, config, baseline=baseline)
-    if _takes_one_argument(fn):
-        return torch.stack([fn(row) for row in returns]) if len(returns) else returns.clone()
-    return fn(returns, config)
+    return fn(returns, config, baseline=baseline, table=table)
 
 
 def reads_joint_table(mode: str) -> bool:
     """Whether the estimator registered as ``mode`` reads the nodes' joint tables."""
     return bool(getattr(algos.get("advantage", mode, "advantage_mode"), "needs_joint_table", False))
-
-
-def _takes_one_argument(fn) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) == 1 and not any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def normalize_groups(
@@ -193,5 +176,5 @@ def batch_normalize(
     advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
 ) -> torch.Tensor:
     """Z-score over a whole update batch (REINFORCE++ style); see
-    :func:`comlrl.core.algos.stats.zscore` for ``moments`` and the edge rule."""
+    :func:`comlrl.core.algos.losses.zscore` for ``moments`` and the edge rule."""
     return zscore(advantages, moments)

@@ -8,9 +8,19 @@ the centralized baseline against decentralized MAGRPO, where every role has its 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
 from comlrl.core.centralized import (
     CentralizedComparatorAdapter,
     CentralizedComparatorParseError,
@@ -21,7 +31,7 @@ from comlrl.core.centralized import (
 from comlrl.core.centralized.layout import check_parse_mode
 from comlrl.core.config.fields import knob
 from comlrl.core.config.validation import check_int, check_optional_int, normalize_choice
-from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.reinforce.config import MAGRPOConfig
 from comlrl.reinforce.layout_warmup import warm_up_layout
 from comlrl.reinforce.magrpo import MAGRPOTrainer
@@ -129,13 +139,34 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
     default_config_cls = CentralizedMAGRPOConfig
 
     inputs_cls = CentralizedInputs
-    __init__ = compat_constructor(
-        signature_of(
-            [n if n != ("num_agents", 2) else "num_agents" for n in MAGRPO_STYLE],
-            keyword_only=("centralized_adapter", "model"),
-        ),
-        CentralizedInputs,
-    )
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        num_agents: int | None = None,
+        tokenizer: TokenizerArg | None = None,
+        model_config: dict | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        dataset_type: str | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        external_transition: Hook | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Hook | None = None,
+        eval_aggregator: Hook | None = None,
+        args: CentralizedMAGRPOConfig | None = None,
+        *,
+        centralized_adapter: Any = None,
+        model: ModelSource | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's arguments, in its order (see
+        :class:`~comlrl.reinforce.MAGRPOTrainer`); one model writes every role, and
+        ``centralized_adapter`` builds the joint prompt and splits the joint output (the tagged
+        adapter by default)."""
+        self.setup(inputs_from(CentralizedInputs, locals()))
 
     def setup(self, inputs: CentralizedInputs) -> None:
         """Check the centralized config, then build one actor for every role."""

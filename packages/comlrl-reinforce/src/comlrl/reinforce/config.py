@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from comlrl.core import algos
 from comlrl.core.compat.notices import note_discount_applies
@@ -21,28 +22,20 @@ from comlrl.core.config.knobs import (
     ADVANTAGE_MODE,
     CLIP_RATIO_C,
     JOINT_MODE,
-    LOSS_TYPE,
     NUM_GENERATIONS,
     TRL_LOSS_TYPES,
 )
 from comlrl.reinforce.kl import check_kl_placement
-from comlrl.reinforce.presets import (
-    RemembersExplicitFields,
-    apply_preset,
-    refuse_inert,
-    resolve_alias,
-)
+from comlrl.reinforce.presets import PRESET_ALIASES, PRESETS, refuse_inert
 
 NORMALIZATION_SCOPES = ("group", "batch")
 LOSS_AGGREGATIONS = ("sum", "sequence_mean", "token_mean", "constant")
-# loss_length_normalization (the earlier field) -> loss_aggregation
-LENGTH_NORMALIZATIONS = {"none": "sum", "token_mean": "sequence_mean", "constant": "constant"}
-VARIANTS = ("grpo", "dr_grpo", "reinforce_pp")
-VARIANT_ALIASES = {"dr.grpo": "dr_grpo", "reinforce++": "reinforce_pp"}
-REMAX_BASELINES = ("greedy", "max")
+# Other spellings of the same choices: `none`, and TRL GRPOTrainer's `loss_type` names.
+LOSS_AGGREGATION_SPELLINGS = {"none": "sum", **TRL_LOSS_TYPES}
 # GSPO's clip range from its paper (the sequence ratio is a per-token geometric mean, so it
 # moves far less than a token ratio); used when neither epsilon nor epsilon_high is given.
 GSPO_EPSILON, GSPO_EPSILON_HIGH = 3e-4, 4e-4
+PPO_EPSILON = 0.2
 
 
 def _check_weight_list(name: str, value):
@@ -62,7 +55,7 @@ def _check_weight_list(name: str, value):
 
 
 @dataclass
-class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
+class MAGRPOConfig(CommonConfig):
     """Settings of MAGRPO (multi-agent GRPO) and its REINFORCE variants.
 
     Field names and defaults follow CoMLRL 1.4.3, except ``early_termination_threshold`` (None:
@@ -95,17 +88,11 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "(1.4.3), `sequence_mean` averages them per completion (GRPO), `token_mean` averages "
         "over every token of the mini-batch (DAPO), `constant` divides each sum by "
         "`max_new_tokens` (Dr. GRPO). Completions are weighted 1/(K·groups) except in "
-        "`token_mean`. `policy_loss='gspo'` always uses `sequence_mean` (other values raise).",
-        check=Choice(LOSS_AGGREGATIONS, {"none": "sum"}),
+        "`token_mean`. TRL's `loss_type` names are accepted as values: `grpo` = "
+        "`sequence_mean`, `bnpo` and `dapo` = `token_mean`, `dr_grpo` = `constant`; `none` = "
+        "`sum`. `policy_loss='gspo'` always uses `sequence_mean` (other values raise).",
+        check=Choice(LOSS_AGGREGATIONS, LOSS_AGGREGATION_SPELLINGS),
     )
-    loss_length_normalization: str | None = knob(
-        None,
-        help="The earlier name of `loss_aggregation`, kept as an alias with its old values: "
-        "`none` = `sum`, `token_mean` = `sequence_mean` (a per-completion mean), `constant`; "
-        "None: use `loss_aggregation`.",
-        check=Choice(LENGTH_NORMALIZATIONS, optional=True),
-    )
-    loss_type: str | None = LOSS_TYPE(None)
     num_iterations: int = knob(
         1,
         help="Passes over each drained buffer (μ): every pass takes one optimizer step per "
@@ -113,12 +100,12 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "corrects for the policy having moved since the rollout.",
         check=Integer(1),
     )
-    epsilon: float = knob(
-        0.2,
+    epsilon: float | None = knob(
+        None,
         help="Clip range of a ratio loss (`ppo`, `gspo`): the ratio is kept within "
-        "[1 − epsilon, 1 + epsilon_high]. With `gspo`, when neither this nor `epsilon_high` is "
-        "set, GSPO's own range 3e-4 / 4e-4 (its paper) is used.",
-        check=Number(0.0, 1.0, min_inclusive=False, max_inclusive=False),
+        "[1 − epsilon, 1 + epsilon_high]. None: 0.2 with `ppo`; with `gspo`, when `epsilon_high` "
+        "is None too, GSPO's own range 3e-4 / 4e-4 (its paper). Only with a ratio loss.",
+        check=Number(0.0, 1.0, min_inclusive=False, max_inclusive=False, optional=True),
     )
     epsilon_high: float | None = knob(
         None,
@@ -153,22 +140,18 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         "off. The alternative to `reference_kl_enabled` (KL in the reward); not both.",
         check=Number(0.0),
     )
-    variant: str | None = knob(
-        None,
-        help="A preset of other fields, filling only those left unset (a conflicting explicit "
-        "setting raises): `dr_grpo` turns off std normalization and uses `constant` loss "
-        "aggregation; `reinforce_pp` z-scores over the batch; `grpo` and None change nothing.",
-        check=Choice(VARIANTS, VARIANT_ALIASES, optional=True),
-    )
+    # Recipes for `MAGRPOConfig.preset(name, **fields)` (a run file's `preset:` key).
+    presets: ClassVar[dict[str, dict[str, Any]]] = PRESETS
+    preset_aliases: ClassVar[dict[str, str]] = PRESET_ALIASES
 
     def uses_greedy_baseline(self) -> bool:
-        """Whether each node's baseline is the reward of a greedy joint rollout (MAReMax's,
-        ``advantage_mode="greedy"``)."""
-        return self.advantage_mode == "greedy"
+        """Whether the advantage reads each node's measured baseline, the reward of a greedy
+        joint rollout (MAReMax's ``advantage_mode="greedy"``); read from the registry when
+        the config was checked."""
+        return self._measures_baseline
 
-    def advantage_estimator(self) -> str:
-        """The registered advantage estimator the update uses."""
-        return self.advantage_mode
+    def _estimator(self):
+        return algos.get("advantage", self.advantage_mode, "advantage_mode")
 
     def _uses_reference(self) -> bool:
         return super()._uses_reference() or self.beta > 0
@@ -179,18 +162,16 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
         note_discount_applies(
             self.discount, self.num_turns, type(self).__name__.removesuffix("Config")
         )
-        resolve_alias(self, "loss_length_normalization", "loss_aggregation", LENGTH_NORMALIZATIONS)
-        resolve_alias(self, "loss_type", "loss_aggregation", TRL_LOSS_TYPES)
-        apply_preset(self)
-        self._gspo_settings()
         self._refuse_inert_settings()
+        self._gspo_settings()
+        self._clip_range()
         self._check_joint_table()
+        self._measures_baseline = bool(self._estimator().needs_baseline)
 
     def _check_joint_table(self) -> None:
         """An advantage that reads each node's joint table (counterfactual credit) needs the
         table that only ``cross`` rollouts build."""
-        fn = algos.get("advantage", self.advantage_estimator(), "advantage_mode")
-        if getattr(fn, "needs_joint_table", False) and self.joint_mode != "cross":
+        if self._estimator().needs_joint_table and self.joint_mode != "cross":
             raise ValueError(
                 f"advantage_mode={self.advantage_mode!r} needs every combination of the agents' "
                 f"samples, which joint_mode={self.joint_mode!r} does not build; set "
@@ -199,7 +180,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
 
     def _gspo_settings(self) -> None:
         """GSPO weighs each completion once (its ratio is already length-normalized, as verl
-        forces), and clips in its own, much narrower, range unless one is given."""
+        forces)."""
         if self.policy_loss != "gspo":
             return
         if self.loss_aggregation not in ("sum", "sequence_mean"):
@@ -210,8 +191,20 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
             )
         # `sum` is the default: left unset, it is read as GSPO's per-sequence weighting.
         self.loss_aggregation = "sequence_mean"
-        if not {"epsilon", "epsilon_high"} & self.explicit_fields:
+
+    def _clip_range(self) -> None:
+        """A ratio loss's clip range when ``epsilon`` is None: GSPO's own, much narrower one
+        (when ``epsilon_high`` is None too), else PPO's 0.2. Without a ratio loss it stays None,
+        so a config rebuilt from its fields passes the inert-setting check again."""
+        if self.epsilon is not None or not self._uses_ratio():
+            return
+        if self.policy_loss == "gspo" and self.epsilon_high is None:
             self.epsilon, self.epsilon_high = GSPO_EPSILON, GSPO_EPSILON_HIGH
+        else:
+            self.epsilon = PPO_EPSILON
+
+    def _uses_ratio(self) -> bool:
+        return bool(algos.get("policy_loss", self.policy_loss, "policy_loss").needs_old_logps)
 
     def _refuse_inert_settings(self) -> None:
         """Settings that do nothing in the chosen mode raise, naming the field."""
@@ -221,7 +214,7 @@ class MAGRPOConfig(RemembersExplicitFields, CommonConfig):
                 "advantage_normalization_scope",
                 "advantage_normalization is False; set it True to normalize in that scope",
             )
-        if not algos.get("policy_loss", self.policy_loss, "policy_loss").needs_old_logps:
+        if not self._uses_ratio():
             reason = (
                 f"policy_loss={self.policy_loss!r} forms no ratio; use policy_loss='ppo' or "
                 "'gspo' for clipped updates"
@@ -260,34 +253,10 @@ class MARLOOConfig(MAGRPOConfig):
 
 @dataclass
 class MAReMaxConfig(MAGRPOConfig):
-    """MAGRPO settings with the ReMax baseline: by default the reward of the greedy joint
-    response at each node, and no std normalization (as in the ReMax paper)."""
+    """MAGRPO settings with ReMax's baseline: the reward of one greedy joint rollout per node
+    (``advantage_mode="greedy"``, the ReMax paper), and no std normalization.
+    ``advantage_mode="max"`` subtracts the best of the K sampled returns instead (no extra
+    rollout; CoMLRL 1.4.3's MAReMax default)."""
 
-    advantage_mode: str = "max"
+    advantage_mode: str = "greedy"
     advantage_normalization: bool = False
-    baseline: str = knob(
-        "greedy",
-        help="ReMax's baseline: `greedy` subtracts the reward of one extra greedy joint "
-        "rollout per node (the ReMax paper; its cost is logged as `timing/greedy_baseline`); "
-        "`max` subtracts the best of the K sampled returns (which includes the sample itself).",
-        check=Choice(REMAX_BASELINES),
-    )
-
-    def uses_greedy_baseline(self) -> bool:
-        """True with ``baseline="greedy"``."""
-        return self.baseline == "greedy"
-
-    def advantage_estimator(self) -> str:
-        """``greedy`` with the greedy baseline, else ``advantage_mode``."""
-        return "greedy" if self.uses_greedy_baseline() else self.advantage_mode
-
-    def _refuse_inert_settings(self) -> None:
-        super()._refuse_inert_settings()
-        refuse_inert(
-            self,
-            "advantage_mode",
-            "MAReMax's baseline is chosen by `baseline` (greedy or max); use MAGRPOConfig for "
-            "another advantage_mode",
-        )
-        if self.baseline == "max":
-            self.advantage_mode = "max"

@@ -1,6 +1,6 @@
 """The loss aggregations of the REINFORCE family: how each completion's row weighs in a
 mini-batch loss (``loss_aggregation``). The policy losses themselves are core's registered
-functions (:mod:`comlrl.core.algos.policy_losses`)."""
+functions (:mod:`comlrl.core.algos.losses`)."""
 
 from __future__ import annotations
 

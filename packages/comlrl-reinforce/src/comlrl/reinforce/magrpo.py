@@ -11,14 +11,23 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.algos import JointTable
+from comlrl.core.callable_types import (
+    DatasetArg,
+    FormatterArg,
+    Hook,
+    ModelSource,
+    RewardArg,
+    RewardProcessor,
+    TokenizerArg,
+)
 from comlrl.core.input_checks import check_agent_count
-from comlrl.core.inputs import MAGRPO_STYLE, TrainerInputs, compat_constructor, signature_of
+from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.loop.buffer import Batch, Experience, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
-from comlrl.core.rollout.record import GroupCodec, RolloutGroup
+from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.rollout.tree import nodes_per_tree
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
@@ -35,7 +44,7 @@ from comlrl.reinforce.greedy import greedy_baselines
 from comlrl.reinforce.kl import kl_loss_term, loss_estimator
 from comlrl.reinforce.losses import kept_tokens, row_weights, token_mean_total
 
-# The record's name before it moved into core (kept for imports of it).
+# 1.4.3's name for one node's samples, which its import paths export.
 NodeSample = RolloutGroup
 
 
@@ -61,7 +70,33 @@ class MAGRPOTrainer(TrainerBase):
     # 1.4.3's MAGRPO logs the first agent's nodes' (unshaped) mean return and KL per turn.
     turn_metrics_over = "first_agent"
     default_config_cls = MAGRPOConfig
-    __init__ = compat_constructor(signature_of(MAGRPO_STYLE + ("model",)))
+
+    def __init__(
+        self,
+        agent_model: ModelSource | None = None,
+        agents: Sequence[ModelSource] | None = None,
+        num_agents: int | None = 2,
+        tokenizer: TokenizerArg | None = None,
+        model_config: dict | None = None,
+        train_dataset: DatasetArg | None = None,
+        eval_dataset: DatasetArg | None = None,
+        dataset_type: str | None = None,
+        reward_func: RewardArg | None = None,
+        reward_processor: RewardProcessor | None = None,
+        formatters: FormatterArg | None = None,
+        external_transition: Hook | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Hook | None = None,
+        eval_aggregator: Hook | None = None,
+        args: MAGRPOConfig | None = None,
+        model: ModelSource | None = None,
+    ) -> None:
+        """Build the trainer from CoMLRL 1.4.3's arguments, in its order: one ``agent_model``
+        for ``num_agents`` agents or a list of ``agents``; the data, the reward and the
+        per-agent ``formatters``; optional multi-turn ``external_transition``, W&B and
+        evaluation hooks; ``args`` the config (defaults when None). ``model`` is CoMLRL's older
+        name of ``agent_model``."""
+        self.setup(inputs_from(TrainerInputs, locals()))
 
     def setup(self, inputs: TrainerInputs) -> None:
         """Check the config type, build the agents, optimizers, references and buffer."""
@@ -87,8 +122,7 @@ class MAGRPOTrainer(TrainerBase):
                 "numbers of groups would take different numbers of optimizer steps."
             )
         self.reference_models = reference_models_for(self)
-        kl_coef = a.reference_kl_coef if a.reference_kl_enabled else 0.0
-        self.use_buffer(a.rollout_buffer_size, GroupCodec(kl_coef))
+        self.use_buffer(a.rollout_buffer_size, RolloutGroup)
 
     def _combine_rewards(self, inputs: TrainerInputs, args) -> TrainerInputs:
         """A list of reward functions (or ``reward_weights``) becomes one weighted sum."""
@@ -162,7 +196,7 @@ class MAGRPOTrainer(TrainerBase):
         then per-group normalization when its scope is ``group`` (batch scope needs the whole
         update and comes later)."""
         a = self.args
-        mode = a.advantage_estimator()
+        mode = a.advantage_mode
         scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
         wants_table = reads_joint_table(mode)
         by_shape: dict[tuple[int, int], list[RolloutGroup]] = {}
@@ -192,8 +226,6 @@ class MAGRPOTrainer(TrainerBase):
         (:func:`~comlrl.core.training.policy_update.update_policies`) on this family's rows."""
         per_agent, reported = [], []
         for samples in experience.samples:
-            # A buffer restored from a checkpoint of the older layout has no advantages yet.
-            self.fill_advantages([g for g in samples if not g.advantages])
             found: dict[str, list[float]] = {}
             if self.args.drop_zero_variance_groups:
                 # Shaped returns: a group whose rewards tie still differs in its KL penalty.

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from comlrl.core import MOVED_MODULES
 from comlrl.core.checkpoint.modules import alias_map, describe
 from comlrl.core.config.redact import redact
 
@@ -34,7 +33,6 @@ PORTABLE_FIELDS = frozenset(
         "steps_unit",
         "eval_steps",
         "save_steps",
-        "loss_type",
         "logging_interval",
         "output_dir",
         "verbose",
@@ -50,21 +48,6 @@ PORTABLE_FIELDS = frozenset(
         "monitors",  # thresholds watch the run; they do not change what it trains
     }
 )
-
-# Config fields added after checkpoints of the current format were first written, each with
-# the value that trains as a checkpoint without the field did. Resuming such a checkpoint with
-# that value is exact and passes; with another value it is a difference like any other.
-PREDATING_VALUES: dict[str, Any] = {
-    "shuffle_dataset": False,
-    "min_p": None,
-    "repetition_penalty": None,
-    "max_prompt_length": None,
-    "rollout_backend": "hf",
-    "rollout_backend_options": None,
-    "bf16": False,
-    "policy_loss": "reinforce",
-    "rl": None,  # MARLHF's nested RL section; older runs configured the phase with flat fields
-}
 
 # Keys of a transformers config that say where or how it was saved, not what the model is.
 _VOLATILE_CONFIG_KEYS = frozenset(
@@ -233,32 +216,6 @@ def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
 def _short(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def with_predating_fields(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """``saved`` (a checkpoint's fingerprint) with every :data:`PREDATING_VALUES` field that
-    its config lacks and the ``current`` config has filled in with the value it trained with."""
-    config = saved.get("config")
-    now = current.get("config")
-    if not isinstance(config, dict) or not isinstance(now, dict):
-        return saved
-    missing = {k: _plain(v) for k, v in PREDATING_VALUES.items() if k not in config and k in now}
-    return {**saved, "config": {**config, **missing}} if missing else saved
-
-
-def with_moved_classes(saved: Any) -> Any:
-    """``saved`` (a checkpoint's fingerprint) with every class path of a module that has
-    moved since (:data:`comlrl.core.MOVED_MODULES`, e.g. ``comlrl.core.adapters.AdapterAgent``)
-    named at the module's new home, so a checkpoint written before a move still resumes."""
-    if isinstance(saved, dict):
-        return {key: with_moved_classes(value) for key, value in saved.items()}
-    if isinstance(saved, list):
-        return [with_moved_classes(value) for value in saved]
-    if isinstance(saved, str) and saved.startswith("comlrl.core."):
-        module, _, name = saved.rpartition(".")
-        if module in MOVED_MODULES:
-            return f"{MOVED_MODULES[module]}.{name}"
-    return saved
 
 
 def differences(saved: Any, current: Any, path: str = "") -> list[str]:

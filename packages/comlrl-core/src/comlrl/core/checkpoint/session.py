@@ -20,12 +20,7 @@ from typing import Any
 
 from comlrl.core.checkpoint.claim import clear_leftovers, lock_directory
 from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
-from comlrl.core.checkpoint.fingerprint import (
-    differences,
-    trainer_fingerprint,
-    with_moved_classes,
-    with_predating_fields,
-)
+from comlrl.core.checkpoint.fingerprint import differences, trainer_fingerprint
 from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
 from comlrl.core.checkpoint.modules import check_module, load_module
 from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
@@ -199,9 +194,7 @@ class CheckpointSession:
                     "1/world_size of every global batch and its buffers)"
                 ],
             )
-        saved = with_moved_classes(reader.manifest["fingerprint"])
-        saved = with_predating_fields(saved, self.fingerprint())
-        problems = differences(saved, self.fingerprint())
+        problems = differences(reader.manifest["fingerprint"], self.fingerprint())
         problems += self._cursor_problems(reader)
         if not problems:
             problems += self._tensor_problems(reader)

@@ -183,7 +183,7 @@ class Checkpointing:
         t.reporting.last_log_step = int(state["last_train_log_step"])
         t.skipped_nonfinite = int(state["skipped_nonfinite"])
         caller = getattr(t, "reward_caller", None)
-        if caller is not None and "reward_call_mode" in state:  # older checkpoints: re-probe
+        if caller is not None:
             caller.restore_mode(state["reward_call_mode"])
         t.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
         load_scheduler_states(t, state.get("lr_schedulers", []))
@@ -193,7 +193,7 @@ class Checkpointing:
             rng = state["shuffle_rng"]
             t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         monitors = getattr(t, "monitors", None)
-        if monitors is not None and "monitors" in state:  # older checkpoints have none
+        if monitors is not None:
             monitors.load_state_dict(state["monitors"])
 
     def loop_state(self) -> dict[str, Any]:
@@ -214,4 +214,4 @@ class Checkpointing:
         t.cursor = (int(state["cursor"][0]), int(state["cursor"][1]))
         t.global_batch = int(state["global_batch"])
         t.env_step = int(state["env_step"])
-        load_cadence_state(t, state.get("cadence"), t.reporting.last_log_step)
+        load_cadence_state(t, state["cadence"], t.reporting.last_log_step)

@@ -18,7 +18,7 @@ from comlrl.core.config.run_file import (
 from comlrl.core.config.validation import check_int, check_optional_int
 from comlrl.core.config.yaml_io import load_yaml
 from comlrl.core.logging.sink import require_sink_packages
-from comlrl.core.registry import load_algorithm, load_task
+from comlrl.core.plugins import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
 
@@ -131,8 +131,10 @@ def _shared_or_list(tokenizers: list | None):
 
 
 def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
-    """Build the algorithm's config dataclass from its YAML section."""
+    """Build the algorithm's config dataclass from its YAML section; a ``preset:`` key builds
+    it through ``config_cls.preset`` (the recipe's fields, then the section's on top)."""
     section = dict(run.get(algo) or {})
+    preset = section.pop("preset", None)
     agent_section = run.get("agent_model") or {}
     for src, dst in _SAMPLING_KEYS.items():
         if isinstance(agent_section, dict) and agent_section.get(src) is not None:
@@ -162,6 +164,8 @@ def algorithm_config(run: dict[str, Any], config_cls, algo: str) -> Any:
         raise ValueError(f"{algo}: unknown field(s) {unknown}; valid fields: {sorted(names)}.")
     if run.get("seed") is not None and "seed" in names:
         section.setdefault("seed", run["seed"])
+    if preset is not None:
+        return config_cls.preset(preset, **section)
     return config_cls(**section)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from comlrl.core.config.fields import (
     Boolean,
@@ -58,6 +58,9 @@ __all__ = [
 ]
 
 POSITIVE = Number(0.0, min_inclusive=False)
+
+
+_Config = TypeVar("_Config", bound="CommonConfig")
 
 
 def _actor_count(config: Any) -> int | None:
@@ -450,6 +453,29 @@ class CommonConfig:
     distributed_modes: ClassVar[tuple[str, ...]] = DISTRIBUTED_MODES
     # Whether `num_train_epochs` counts the epochs of each online iteration, not the run's.
     epochs_per_iteration: ClassVar[bool] = False
+    # Named recipes of field values for `preset()`, and other spellings of their names.
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    preset_aliases: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def preset(cls: type[_Config], name: str, **fields: Any) -> _Config:
+        """The config of the recipe ``name`` (one of :attr:`presets`) with ``fields`` on top.
+        A field given here that the recipe sets to another value raises, naming both: a preset
+        never overrides a setting silently."""
+        key = str(name).strip().lower()
+        key = cls.preset_aliases.get(key, key)
+        if key not in cls.presets:
+            known = ", ".join(sorted(cls.presets)) or "none"
+            raise ValueError(f"preset must be one of {known} for {cls.__name__}; got {name!r}.")
+        recipe = cls.presets[key]
+        for field_name, value in recipe.items():
+            if field_name in fields and fields[field_name] != value:
+                raise ValueError(
+                    f"{field_name}={fields[field_name]!r} conflicts with preset {key!r}, which "
+                    f"sets {field_name}={value!r}. Leave {field_name} out to use the preset, or "
+                    "build the config without it and set the fields yourself."
+                )
+        return cls(**{**recipe, **fields})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -89,10 +89,3 @@ TRL_LOSS_TYPES = {
     "dapo": "token_mean",
     "dr_grpo": "constant",
 }
-LOSS_TYPE = Knob(
-    help="TRL's name for the loss aggregation, accepted as an alias of `loss_aggregation`: "
-    "`grpo` = `sequence_mean`, `bnpo` and `dapo` = `token_mean` (pooled over ranks, as "
-    "`dapo`), `dr_grpo` = `constant`; None: `loss_aggregation` decides. Setting both to "
-    "disagreeing values raises.",
-    check=Choice(TRL_LOSS_TYPES, optional=True),
-)

@@ -17,7 +17,7 @@ from typing import Any
 
 from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import check_of, help_of
-from comlrl.core.registry import available_algorithms, load_algorithm
+from comlrl.core.plugins import available_algorithms, load_algorithm
 
 COMMAND = "python -m comlrl.core.config.reference"
 DEFAULT_DIR = Path("docs") / "reference"

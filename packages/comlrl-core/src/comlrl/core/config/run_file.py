@@ -235,7 +235,7 @@ def check_run_file(run: Mapping[str, Any], defaults: Mapping[str, Any] | None = 
     ``defaults`` is the run the file was merged over: a leftover default section of another
     algorithm (e.g. ``magrpo`` when ``--set algorithm=iac``) is tolerated there.
     """
-    from comlrl.core.registry import available_algorithms, load_algorithm
+    from comlrl.core.plugins import available_algorithms, load_algorithm
 
     if not isinstance(run, Mapping):
         raise ValueError(f"run file: the top level must be a mapping, got {type(run).__name__}.")
@@ -258,7 +258,9 @@ def check_run_file(run: Mapping[str, Any], defaults: Mapping[str, Any] | None = 
         if name in ("task", "agent_model") and isinstance(section, str):
             continue
         check_keys(name, section, field_names(cls))
-    check_keys(algo, run.get(algo), field_names(config_cls))
+    # `preset:` names one of the config class's recipes (`Config.preset`), when it has any.
+    preset_key = {"preset"} if config_cls.presets else set()
+    check_keys(algo, run.get(algo), [*field_names(config_cls), *preset_key])
     for name in ("agents", "critics"):
         value = run.get(name)
         if value is not None and not isinstance(value, list):
@@ -267,7 +269,7 @@ def check_run_file(run: Mapping[str, Any], defaults: Mapping[str, Any] | None = 
 
 
 def _check_task_options(run: Mapping[str, Any]) -> None:
-    from comlrl.core.registry import load_task
+    from comlrl.core.plugins import load_task
 
     task = run.get("task")
     if not isinstance(task, Mapping) or not task.get("name"):

@@ -68,12 +68,15 @@ def normalize_choice(
 ) -> str:
     """Lower-case and strip a string option, map aliases, and require one of ``choices``."""
     allowed = list(choices)
+    spellings = {a: t for a, t in (aliases or {}).items() if t in allowed}
+    also = ", ".join(f"{a} = {t}" for a, t in spellings.items())
+    wrong = f"{name} must be one of {allowed}{f' (also accepted: {also})' if also else ''}"
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+        raise ValueError(f"{wrong}, got {value!r}.")
     key = value.strip().lower()
-    key = (aliases or {}).get(key, key)
+    key = spellings.get(key, key)
     if key not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+        raise ValueError(f"{wrong}, got {value!r}.")
     return key
 
 

@@ -73,10 +73,6 @@ class MetricLogger:
                 sink.start(resume_id)
         return self.wandb_run_id
 
-    def start_wandb(self, resume_id: str | None = None) -> str | None:
-        """The earlier name of :meth:`start`."""
-        return self.start(resume_id)
-
     @property
     def wandb(self) -> Sink | None:
         """The W&B sink when ``report_to`` names it (its run id is the one checkpoints keep)."""

@@ -5,14 +5,11 @@ budget) is the one call a trainer makes: it dedupes rows, plans shared-prompt, p
 padded forwards (:mod:`~comlrl.core.logprobs.planning`) and runs the kernels of
 :mod:`~comlrl.core.logprobs.kernels`, returning :class:`TokenLogprobs` (values and mask per
 token), at the sampler's ``temperature``. The kernels and planners are exported too, for code
-that drives forwards itself. ``score`` and ``score_parts`` are the earlier names of the two
-calls (in this project "score" is the rewards' word).
+that drives forwards itself.
 """
 
 from comlrl.core.logprobs.engine import (
     distinct_rows,
-    score,
-    score_parts,
     sequence_logprobs,
     token_logprobs,
     token_logprobs_parts,
@@ -64,8 +61,6 @@ __all__ = [
     "padding_aware_micro_batches",
     "plan",
     "plan_forwards",
-    "score",
-    "score_parts",
     "selective_log_softmax",
     "shared_prompt_logprobs",
     "shared_prompt_micro_batches",

@@ -164,12 +164,6 @@ def token_logprobs(
     return TokenLogprobs(values, mask, sums, entropy)
 
 
-# The earlier names, kept for imports of them: "score" is the rewards' word in this project, so
-# the engine's functions are named for what they return.
-score = token_logprobs
-score_parts = token_logprobs_parts
-
-
 def sequence_logprobs(model, prompt_ids, completion_ids, **kwargs) -> torch.Tensor:
     """Each completion's summed token log-probs (``[N]``): :func:`token_logprobs` with the
     same arguments, summed over each row's completion tokens (pads never count)."""

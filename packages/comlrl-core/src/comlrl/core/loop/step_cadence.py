@@ -16,8 +16,6 @@ from typing import Any
 from comlrl.core.training.schedule import optimizer_steps
 
 STEP_UNITS = ("optimizer", "env")
-# The unit of checkpoints written before steps_unit existed: logging counted env steps.
-_LEGACY_UNIT = "env"
 
 
 def step_count(trainer: Any) -> int:
@@ -48,10 +46,8 @@ def cadence_state(trainer: Any) -> dict[str, Any]:
 
 
 def load_cadence_state(trainer: Any, state: dict[str, Any], log_mark: int) -> None:
-    """Restore the marks of :func:`cadence_state` (``None`` for an older checkpoint, whose
-    logging mark counted env steps) and the logging mark ``log_mark``. Marks of another unit
-    are dropped: the next record logs and the eval/save cadences count from now."""
-    state = state or {"unit": _LEGACY_UNIT, "marks": {}}
+    """Restore the marks of :func:`cadence_state` and the logging mark ``log_mark``. Marks of
+    another unit are dropped: the next record logs and the eval/save cadences count from now."""
     if state["unit"] == trainer.args.steps_unit:
         trainer.cadence_marks = {str(k): int(v) for k, v in state["marks"].items()}
         trainer.reporting.last_log_step = int(log_mark)

@@ -364,11 +364,6 @@ class TrainerBase:
         self.checkpointing.load_core_state(state)
 
     # ----------------------------------------------------------------- the family contract
-    @property
-    def _training_complete(self) -> bool:
-        """The older private name of ``training_complete`` (the loop sets the public one)."""
-        return self.training_complete
-
     def num_stages(self) -> int:
         """How many stages the run has (epochs by default)."""
         return stage_count(self.args)

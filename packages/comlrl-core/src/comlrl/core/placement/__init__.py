@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from comlrl.core.distributed import DistributedContext
-from comlrl.core.models import resolve_agents  # noqa: F401  (its former home)
 from comlrl.core.placement.devices import (
     AgentWorkers,
     IndexedWorkers,

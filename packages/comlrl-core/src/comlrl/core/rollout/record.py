@@ -31,18 +31,6 @@ from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.precision import scoring_context
 
-# The checkpointed names of the record before it moved into core (``NodeSample``).
-_LEGACY_KEYS = {
-    "agent_idx": "agent",
-    "turn_idx": "turn",
-    "node_env_step": "step",
-    "node_mean_reward": "node_reward",
-    "node_mean_return": "node_return",
-    "agent_reward_mean": "own_reward",
-    "reference_logps": "ref_logps",
-    "reference_kls": "kls",
-}
-
 
 @dataclass
 class RolloutGroup:
@@ -88,19 +76,9 @@ class RolloutGroup:
         return dict(self.__dict__)
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], kl_coef: float = 0.0) -> RolloutGroup:
-        """Inverse of :meth:`to_state`. Also reads a buffer checkpointed before the record
-        moved into core, whose returns were kept unshaped next to their KL: those returns are
-        shaped here with ``kl_coef`` (the run's ``reference_kl_coef`` when KL is in the
-        reward, else 0)."""
-        if "agent_idx" not in state:
-            return cls(**state)
-        old = dict(state)
-        carried = old.pop("carried_kls", []) or old.get("reference_kls", [])
-        fields = {_LEGACY_KEYS.get(k, k): v for k, v in old.items()}
-        if carried and kl_coef:
-            fields["returns"] = [r - kl_coef * kl for r, kl in zip(fields["returns"], carried)]
-        return cls(**fields)
+    def from_state(cls, state: dict[str, Any]) -> RolloutGroup:
+        """Inverse of :meth:`to_state`."""
+        return cls(**state)
 
 
 @dataclass
@@ -112,22 +90,6 @@ class ValueGroup(RolloutGroup):
 
     values: list[float] = field(default_factory=list)
     targets: list[float] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class GroupCodec:
-    """How a buffer of :class:`RolloutGroup` goes into and out of a checkpoint (the trainer's
-    ``sample_cls``); ``kl_coef`` converts buffers of the older layout."""
-
-    kl_coef: float = 0.0
-
-    def to_state(self, group: RolloutGroup) -> dict[str, Any]:
-        """Plain data for checkpoints."""
-        return group.to_state()
-
-    def from_state(self, state: dict[str, Any]) -> RolloutGroup:
-        """Inverse of :meth:`to_state`, older layouts included."""
-        return RolloutGroup.from_state(state, self.kl_coef)
 
 
 def rollout_groups(

@@ -22,8 +22,7 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.algos.ratio import padded_rows
-from comlrl.core.algos.stats import zscore
+from comlrl.core.algos.losses import padded_rows, zscore
 from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.training.dropout import dropout_off
@@ -98,7 +97,7 @@ def turn_row_minibatches(
 ) -> list[tuple[list[tuple[RolloutGroup, int]], list[float]]]:
     """One pass over every completion of ``groups`` as a row ``(group, k)`` with its advantage:
     rows by turn (turns in order); with ``normalize`` each turn's advantages z-scored
-    (:func:`comlrl.core.algos.stats.zscore`) with moments pooled over ranks, one collective of a
+    (:func:`comlrl.core.algos.losses.zscore`) with moments pooled over ranks, one collective of a
     fixed shape (turns ``0..num_turns``) whichever turns this rank's share holds; then each
     turn's rows shuffled by ``rng`` and cut into mini-batches of ``batch_size`` rows, so a
     mini-batch never mixes turns."""

@@ -1,12 +1,18 @@
-"""The clipped importance ratio that several families' policy losses share (PPO's surrogate).
+"""Core's built-in policy-gradient math in one place: the registered policy losses
+(``reinforce``, ``ppo``, ``gspo``), the clipped importance ratio they share, and the one
+z-score every family normalizes advantages with.
 
-A family keeps the log-probs its rollout policy gave each completion token (no gradient) and,
-in each of several updates per rollout, weighs its advantages by the ratio of the current
-policy to that rollout policy, clipped so that one rollout cannot move the policy far. The
-REINFORCE family's registered ``ppo`` and ``gspo`` losses and the actor-critic family's
-``ppo`` actor loss (IPPO / MAPPO) are built on these functions.
+Every family that trains a policy picks its loss from the registry by ``policy_loss`` (the
+contract is in :mod:`comlrl.core.algos.registry`): the REINFORCE family, the actor-critic actors
+and MARLHF's RL phase, so a loss registered once (these or a third party's) trains all of them.
+A family passes ``advantages`` and ``row_weights`` so that ``sum_r w_r * A_r * (row r's token
+terms)`` is its loss: the REINFORCE family's rows weigh by ``loss_aggregation``, the
+actor-critic family folds its aggregation into the advantages and weighs every row 1.
 
-Two guards keep one stale or degenerate row from dominating an update (both as in verl):
+The clipped ratio: a family keeps the log-probs its rollout policy gave each completion token
+(no gradient) and, in each of several updates per rollout, weighs its advantages by the ratio of
+the current policy to that rollout policy, clipped so that one rollout cannot move the policy
+far. Two guards keep one stale or degenerate row from dominating an update (both as in verl):
 
 - the dual clip (``clip_ratio_c``, c > 1): for a negative advantage the per-token loss is at
   most ``-c·A``. PPO's clip bounds the ratio only on the side that improves the objective, so a
@@ -23,8 +29,31 @@ from typing import Any
 
 import torch
 
+from comlrl.core.algos.registry import register_policy_loss
 from comlrl.core.logprobs import TokenLogprobs
 
+# ------------------------------------------------------------------ z-score
+STD_FLOOR = 1e-6
+
+
+def zscore(values: torch.Tensor, moments: tuple[float, float, int] | None = None) -> torch.Tensor:
+    """``(x - mean) / max(std, 1e-6)`` with the population std.
+
+    ``moments`` (mean, population std, count) replace the values' own statistics: in a
+    multi-process run they are pooled over every rank's share. With a count of one there is
+    no spread to divide by, and the values are returned unchanged.
+    """
+    if moments is not None:
+        mean, std, count = moments
+        if count <= 1:
+            return values.clone()
+        return (values - mean) / max(std, STD_FLOOR)
+    if values.numel() <= 1:
+        return values.clone()
+    return (values - values.mean()) / values.std(unbiased=False).clamp(min=STD_FLOOR)
+
+
+# ------------------------------------------------------------------ the clipped ratio
 # Bounds on the log-ratio before ``exp`` (verl's values): exp(20) and exp(10) are far outside any
 # clip range, so only numerically broken rows are touched.
 LOG_RATIO_BOUND = 20.0
@@ -119,3 +148,49 @@ def padded_rows(rows: Sequence[Sequence[float]], width: int, device) -> torch.Te
     for r, values in enumerate(rows):
         out[r, : len(values)] = torch.tensor(list(values)[:width], dtype=torch.float32)
     return out
+
+
+# ------------------------------------------------------------------ the registered losses
+@register_policy_loss("reinforce")
+def reinforce_loss(logps, old_logps, advantages, row_weights, config: Any):
+    """REINFORCE with a baseline: ``L = -sum_r w_r * A_r * sum_t log pi(y_r,t | h_r)``.
+
+    No ratio and no clipping: one update per rollout, on-policy."""
+    loss = -(advantages * row_weights * logps.sequence_sum()).sum()
+    return loss, {}
+
+
+@register_policy_loss("ppo", needs_old_logps=True)
+def ppo_loss(logps, old_logps, advantages, row_weights, config: Any):
+    """Token-level clipped ratio (PPO; clip-higher with ``epsilon_high``): ``rho_t =
+    pi(y_t) / pi_old(y_t)`` per token against the log-probs taken at rollout.
+
+    At the rollout policy (the first of ``num_iterations`` passes) every ``rho_t`` is 1 and the
+    gradient is the ``reinforce`` loss's; the loss value is the surrogate's."""
+    return token_ratio_loss(logps, old_logps, advantages, row_weights, config)
+
+
+@register_policy_loss("gspo", needs_old_logps=True)
+def gspo_loss(logps, old_logps, advantages, row_weights, config: Any):
+    """GSPO: one sequence-level ratio per completion, ``s_r = exp(mean_t log(pi/pi_old))``
+    (its log clamped at ``SEQUENCE_LOG_RATIO_MAX``), clipped and dual-clipped as in PPO and
+    shared by the completion's tokens. The config makes GSPO's rows weigh per sequence
+    (``loss_aggregation="sequence_mean"``), so each completion's term is its own clipped
+    surrogate whatever its length. At the rollout policy its gradient is the ``reinforce``
+    loss's."""
+    mask = logps.mask
+    token_log_ratio = (logps.values - old_logps) * mask
+    seq = token_log_ratio.sum(-1) / mask.sum(-1).clamp(min=1.0)
+    seq = seq.clamp(max=SEQUENCE_LOG_RATIO_MAX)
+    log_ratio = seq.unsqueeze(-1).expand_as(mask) * mask
+    low, high = clip_range(config)
+    return clipped_surrogate(
+        log_ratio,
+        mask,
+        advantages,
+        row_weights,
+        low,
+        high,
+        token_log_ratio=token_log_ratio,
+        clip_ratio_c=dual_clip(config),
+    )
