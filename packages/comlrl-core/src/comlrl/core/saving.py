@@ -22,7 +22,8 @@ def main_process_only(method):
             return method(self, *args, **kwargs)
         result = None
         # Sharded agents are gathered into full tensors on every rank before rank 0 saves.
-        view = self.sharded.full_view() if self.sharded is not None else nullcontext()
+        sharded = self.sync.sharded
+        view = sharded.full_view() if sharded is not None else nullcontext()
         try:
             with view:
                 if self.dist.is_main:

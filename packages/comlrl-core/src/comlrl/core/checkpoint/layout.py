@@ -7,7 +7,7 @@
       checkpoint-<seq>/       # seq counts saves over the whole run (resumes continue it)
         owner.json            # {"run_id", "sequence"}: which run wrote it
         manifest.json         # written last: identity, cursor, fingerprint, file sizes + digests
-        state.json            # every non-tensor value (cursor, env_step, family state, RNG, ...)
+        state.json            # every non-tensor value (run state, family state, RNG, ...)
         rng.safetensors       # torch/NumPy/CUDA generator states
         models/<name>/        # model.safetensors (+ config.json, generation_config.json, tokenizer)
         optimizers/optimizer_<i>.safetensors

@@ -109,7 +109,7 @@ class CheckpointSession:
         d = self.directory
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
-        if getattr(self.trainer, "is_main_process", True):
+        if self.trainer.is_main_process:
             # Only the saving process locks: it alone writes, and it alone clears leftovers.
             os.makedirs(d, exist_ok=True)
             lock_directory(d, self)
@@ -131,14 +131,14 @@ class CheckpointSession:
 
     def _commit(self) -> None:
         """Every check passed: clear what dead saves left, then let the caller know."""
-        if self.directory is not None and getattr(self.trainer, "is_main_process", True):
+        if self.directory is not None and self.trainer.is_main_process:
             clear_leftovers(self.directory)
         for callback in list(_checks_passed_callbacks):
             callback()
 
     def _start_clean_log(self) -> None:
         """A fresh run never appends to an older run's metrics log: that log is moved aside."""
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         inherited = getattr(logger, "inherited_records", 0)
         if logger is None or logger.jsonl is None or not inherited:
             return
@@ -221,7 +221,7 @@ class CheckpointSession:
         return out
 
     def _log_problems(self, reader: CheckpointReader) -> list[str]:
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         saved = reader.state["logger"]
         if logger is None or logger.jsonl is None:
             return []
@@ -253,7 +253,7 @@ class CheckpointSession:
         restore_rng(reader.tensors(RNG_FILE), state["rng"])
 
     def _rewind_log(self, saved: dict[str, Any]) -> None:
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         if logger is None:
             return
         if logger.jsonl is not None and logger.records_written < saved["records"]:
@@ -266,11 +266,11 @@ class CheckpointSession:
 
     # ------------------------------------------------------------------ saving
     def _key(self) -> tuple:
-        t = self.trainer
-        return (tuple(t.cursor), t.global_batch, t.env_step)
+        state = self.trainer.run_state
+        return (state.cursor, state.global_batch, state.environment_steps)
 
     def _logger_state(self) -> dict[str, Any]:
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         if logger is None:
             return {"records": 0, "last_step": -1, "run_dir": None, "wandb_run_id": None}
         return {
@@ -285,7 +285,7 @@ class CheckpointSession:
         ``checkpoint_dir``, or on a process that does not save)."""
         if self.directory is None:
             return None
-        sharded = getattr(self.trainer, "sharded", None)
+        sharded = self.trainer.sync.sharded
         if sharded is not None:
             # Every rank gathers the sharded agents and optimizer states; rank 0 writes them.
             with sharded.full_view(self.trainer.optimizers_list()):
@@ -293,7 +293,7 @@ class CheckpointSession:
         return self._save_main(reason)
 
     def _save_main(self, reason: str) -> str | None:
-        if not getattr(self.trainer, "is_main_process", True):
+        if not self.trainer.is_main_process:
             return None
         if self._last_key == self._key() and self.last_path is not None:
             return self.last_path  # nothing happened since the last save
@@ -320,18 +320,19 @@ class CheckpointSession:
     def after_batch(self) -> None:
         """Save every ``save_steps`` steps (:mod:`comlrl.core.loop.step_cadence`), and inside an
         epoch every ``checkpoint_every_batches`` batches."""
-        if self.save_steps is not None and due(self.trainer, "save", self.save_steps):
+        state, unit = self.trainer.run_state, self.trainer.args.steps_unit
+        if self.save_steps is not None and due(state, unit, "save", self.save_steps):
             self.save("steps")
             return
-        if not self.every_batches or self.trainer.global_batch % self.every_batches:
+        if not self.every_batches or state.global_batch % self.every_batches:
             return
         size = self.trainer.checkpoint_loop_limits()[1]
-        if size is None or self.trainer.cursor[1] < size:
+        if size is None or state.cursor[1] < size:
             self.save("batches")
 
     def after_epoch(self, last: bool) -> None:
         """Save after every ``checkpoint_interval``-th epoch and after the last one."""
-        completed = self.trainer.cursor[0]
+        completed = self.trainer.run_state.cursor[0]
         if last or (self.epoch_saves and completed % self.interval == 0):
             self.save("final" if last else "epoch")
 

@@ -411,8 +411,8 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
                 checkpoint_total_limit=ckpt["total_limit"],
                 checkpoint_every_batches=ckpt["every_batches"],
             )
-        if getattr(trainer, "interrupted", False):
-            saved = trainer.last_checkpoint is not None
+        if trainer.run_state.interrupted:
+            saved = trainer.run_state.last_checkpoint is not None
             raise RunInterrupted(run_dir, run_files.resume_command(run_dir) if saved else None)
         if output.get("save_final_model", True):
             trainer.save_model(os.path.join(run_dir, "agents"))
@@ -423,7 +423,7 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     finally:
         # The command owns its W&B run: finish it here, so a caller that runs the CLI twice in
         # one process (tests, notebooks) does not log into the previous run.
-        logger = getattr(trainer, "logger", None)
+        logger = trainer.reporting.logger if trainer is not None else None
         if logger is not None:
             logger.close()
     return run_dir

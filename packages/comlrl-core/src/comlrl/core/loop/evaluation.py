@@ -37,16 +37,16 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         items = [data[i] for i in range(min(limit, len(data)))]
         with forked_rng(trainer):
             metrics = trainer.eval_metrics(items)
-        monitors = getattr(trainer, "monitors", None)
         # The eval record also carries the monitors' train/eval gap.
-        gaps = monitors.after_eval(metrics) if monitors is not None else {}
+        gaps = trainer.monitors.after_eval(metrics)
         trainer.reporting.log_metrics({**metrics, **gaps}, reduce=False)
+        step = trainer.run_state.environment_steps
         if getattr(a, "show_eval_sample", False):
-            show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
+            show_sample(getattr(trainer, "last_eval_sample", None), step)
         rows = getattr(trainer, "console_completions", 0)
         if rows > 0 and getattr(trainer, "verbose", True) and trainer.is_main_process:
             episodes = getattr(trainer, "last_eval_episodes", None) or []
-            print_completions_table(episodes[:rows], trainer.env_step)
+            print_completions_table(episodes[:rows], step)
         return metrics
 
 
@@ -103,7 +103,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     completions = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
-        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, env_step_start=0)
+        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, first_step=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
             for node in first_path(root):

@@ -336,7 +336,7 @@ def build_vllm_backend(trainer: Any, engine_factory: EngineFactory | None = None
     ``engine_factory`` builds each engine (default: :class:`~.engine.VLLMEngine`, which imports
     vLLM); the tests pass an in-process fake."""
     options = vllm_options(getattr(trainer.args, "rollout_backend_options", None))
-    if getattr(trainer, "sharded", None) is not None or trainer.dist.sharding == "fsdp":
+    if trainer.sync.sharded is not None or trainer.dist.sharding == "fsdp":
         raise ValueError(
             "rollout_backend='vllm' cannot serve FSDP-sharded agents (each engine needs the "
             "whole model); use distributed_mode='ddp' or rollout_backend='hf'."
