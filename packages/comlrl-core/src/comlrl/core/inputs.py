@@ -106,6 +106,8 @@ def compat_constructor(signature: inspect.Signature, inputs_cls: type = TrainerI
             raise TypeError(f"{type(self).__name__} got unexpected arguments: {unknown}.")
         self.setup(inputs_cls(**values))
 
-    __init__.__signature__ = signature
-    __init__.__doc__ = "Build the trainer (CoMLRL-compatible arguments; see the class docs)."
+    # What inspect.signature (and so help() and editors) shows for the constructor.
+    init: Any = __init__
+    init.__signature__ = signature
+    init.__doc__ = "Build the trainer (CoMLRL-compatible arguments; see the class docs)."
     return __init__

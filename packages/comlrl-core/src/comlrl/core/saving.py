@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import nullcontext
+from typing import Any
 
 from comlrl.core.distributed import barrier
 
@@ -36,5 +37,7 @@ def main_process_only(method):
             barrier(self.dist)
         return result
 
-    wrapper._main_process_only = True
+    # Marks the method as wrapped, so that TrainerBase.__init_subclass__ wraps it once.
+    marked: Any = wrapper
+    marked._main_process_only = True
     return wrapper

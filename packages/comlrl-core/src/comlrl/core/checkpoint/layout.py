@@ -96,9 +96,9 @@ def resolve_latest(directory: str) -> str:
     pointed = read_latest(directory)
     newest = newest_complete(directory)
     if pointed is not None and is_complete(pointed):
-        if newest is None or parse_sequence(os.path.basename(pointed)) >= parse_sequence(
-            os.path.basename(newest)
-        ):
+        pointed_seq = parse_sequence(os.path.basename(pointed))
+        newest_seq = None if newest is None else parse_sequence(os.path.basename(newest))
+        if newest_seq is None or (pointed_seq is not None and pointed_seq >= newest_seq):
             return pointed
     if newest is not None:
         return newest

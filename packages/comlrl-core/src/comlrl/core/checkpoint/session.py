@@ -91,7 +91,7 @@ class CheckpointSession:
         self.last_path: str | None = None
         self._last_key: tuple | None = None
         self._fingerprint: dict[str, Any] | None = None
-        if self.fresh:
+        if resume_from_checkpoint is None:
             self.run_id = uuid.uuid4().hex
             self.sequence = 0
             self.wandb_run_id = None
@@ -102,11 +102,10 @@ class CheckpointSession:
             self.sequence = self.reader.sequence
             self.wandb_run_id = self.reader.state.get("logger", {}).get("wandb_run_id")
         if self.directory is not None:
-            self._prepare_directory()
+            self._prepare_directory(self.directory)
 
     # ------------------------------------------------------------------ directory
-    def _prepare_directory(self) -> None:
-        d = self.directory
+    def _prepare_directory(self, d: str) -> None:
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
         if self.trainer.is_main_process:
@@ -289,10 +288,10 @@ class CheckpointSession:
         if sharded is not None:
             # Every rank gathers the sharded agents and optimizer states; rank 0 writes them.
             with sharded.full_view(self.trainer.optimizers_list()):
-                return self._save_main(reason)
-        return self._save_main(reason)
+                return self._save_main(self.directory, reason)
+        return self._save_main(self.directory, reason)
 
-    def _save_main(self, reason: str) -> str | None:
+    def _save_main(self, directory: str, reason: str) -> str | None:
         if not self.trainer.is_main_process:
             return None
         if self._last_key == self._key() and self.last_path is not None:
@@ -301,7 +300,7 @@ class CheckpointSession:
         with preserved_rng():
             path = write_checkpoint(
                 self.trainer,
-                self.directory,
+                directory,
                 sequence=self.sequence,
                 run_id=self.run_id,
                 reason=reason,
@@ -310,7 +309,7 @@ class CheckpointSession:
                 logger_state=self._logger_state(),
             )
         protect = {self.resumed_from} if self.resumed_from else set()
-        for removed in rotate(self.directory, self.run_id, self.limit, protect):
+        for removed in rotate(directory, self.run_id, self.limit, protect):
             _log.info("Removed old checkpoint %s.", removed)
         self.last_path = path
         self._last_key = self._key()

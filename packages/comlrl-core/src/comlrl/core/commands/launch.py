@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, resolve_checkpoint
 from comlrl.core.config.run_file import (
@@ -21,6 +21,9 @@ from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.registry import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
+
+if TYPE_CHECKING:
+    from comlrl.core.config.base import CommonConfig
 
 DEFAULT_RUN: dict[str, Any] = {
     "algorithm": "magrpo",
@@ -80,7 +83,7 @@ DEFAULT_RUN: dict[str, Any] = {
 _SAMPLING_KEYS = SAMPLING_KEYS
 
 
-def carried_fields(config_cls: type) -> set[str]:
+def carried_fields(config_cls: type[CommonConfig]) -> set[str]:
     """The fields of ``config_cls`` that a section of defaults written for another algorithm
     carries over (``comlrl train --algo``): all it has, except ``num_train_epochs`` where it
     counts epochs per online iteration, since the other algorithm's epochs are a whole run's
@@ -292,7 +295,10 @@ def _has_checkpoint(checkpoint_dir: str) -> bool:
 
 
 def _checkpoint_time(checkpoint_dir: str) -> float:
-    return os.path.getmtime(os.path.join(newest_complete(checkpoint_dir), MANIFEST))
+    newest = newest_complete(checkpoint_dir)
+    if newest is None:
+        raise ValueError(f"{checkpoint_dir} holds no complete checkpoint.")
+    return os.path.getmtime(os.path.join(newest, MANIFEST))
 
 
 def _run_checkpoint_dir(run_dir: str, run: dict[str, Any] | None = None) -> str:

@@ -94,5 +94,5 @@ LOSS_TYPE = Knob(
     "`grpo` = `sequence_mean`, `bnpo` and `dapo` = `token_mean` (pooled over ranks, as "
     "`dapo`), `dr_grpo` = `constant`; None: `loss_aggregation` decides. Setting both to "
     "disagreeing values raises.",
-    check=Choice(TRL_LOSS_TYPES, optional=True),
+    check=Choice(list(TRL_LOSS_TYPES), optional=True),
 )

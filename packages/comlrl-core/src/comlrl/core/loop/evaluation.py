@@ -98,9 +98,9 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     batch = max(1, trainer.args.eval_batch_size)
     turns = trainer.args.num_turns
     n_agents = trainer.num_agents
-    rewards = [[None] * turns for _ in items]
+    rewards: list[list[float | None]] = [[None] * turns for _ in items]
     own_rewards: list[tuple[int, int, float]] = []  # (agent, turn, value) when per agent
-    completions = [[[] for _ in items] for _ in range(n_agents)]
+    completions: list[list[list[str]]] = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
         roots = trainer.rollouts.trees(items[start : start + batch], 1, params, first_step=0)
@@ -121,7 +121,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     trainer.last_eval_episodes = [tree_rows(first_path(r)) for r in roots_all[:shown]]
     metrics: dict[str, float] = {}
     for t in range(turns):
-        vals = [r[t] for r in rewards if r[t] is not None]
+        vals = [v for r in rewards if (v := r[t]) is not None]
         if not vals:
             continue
         metrics[f"eval/turn_{t + 1}/reward_mean"] = float(np.mean(vals))
@@ -170,7 +170,8 @@ def evaluate_policy(
             seed_everything(seed)
             out["greedy"] = _strip(evaluate_items(trainer, items)[0])
             args.eval_greedy = False
-            runs, best = [], {}
+            runs: list[dict[str, Any]] = []
+            best: dict[tuple[int, int], float] = {}  # (item, turn) -> best reward
             for k in range(samples):
                 seed_everything(seed + k)
                 metrics, roots = evaluate_items(trainer, items)

@@ -112,7 +112,8 @@ class TrainerBase:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("save_model")
         if own is not None and not getattr(own, "_main_process_only", False):
-            cls.save_model = main_process_only(quietly(own))
+            # A family's own save_model gets the same rank handling as the base's.
+            cls.save_model = main_process_only(quietly(own))  # type: ignore[method-assign]
 
     @classmethod
     def from_inputs(cls, inputs: TrainerInputs):
@@ -132,7 +133,14 @@ class TrainerBase:
         self.reporting = Reporting(self)
         self.checkpointing = Checkpointing(self)
         self.monitors = Monitors(self)
-        self.args = inputs.args if inputs.args is not None else self.default_config_cls()
+        args = inputs.args
+        if args is None:
+            if self.default_config_cls is None:
+                raise ValueError(
+                    f"{type(self).__name__} needs args (it has no default_config_cls)."
+                )
+            args = self.default_config_cls()
+        self.args = args
         # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
         # config as written; ``args`` holds this rank's share of every global batch threshold.
         self.global_args = self.args
@@ -153,8 +161,11 @@ class TrainerBase:
                 )
         self.args = per_rank_config(self.args, self.dist)
         self.model_config = dict(inputs.model_config or {})
-        for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
-            setattr(self, name, getattr(inputs, name))
+        self.train_dataset, self.eval_dataset = inputs.train_dataset, inputs.eval_dataset
+        self.external_transition, self.wandb_config = (
+            inputs.external_transition,
+            inputs.wandb_config,
+        )
         require_sink_packages(self.args.report_to)
         note_wandb_needs_report_to(inputs.wandb_config, self.args.report_to)
         self.eval_logger, self.eval_aggregator = inputs.eval_logger, inputs.eval_aggregator

@@ -35,7 +35,7 @@ from comlrl.core.monitors.metrics import (
     EntropyMeter,
     StepTally,
     key,
-    parse_key,
+    parse_monitor_key,
     record_values,
     train_rewards,
 )
@@ -175,7 +175,7 @@ class Monitors:
         window = self.config.window
         out: dict[str, float] = {}
         for metric, value in values.items():
-            agent, turn, name = parse_key(metric)
+            agent, turn, name = parse_monitor_key(metric)
             if name == "kl":
                 earlier = self.watcher.series.get(metric)
                 series = [*(earlier.recent if earlier else []), value][-(window + 2) :]

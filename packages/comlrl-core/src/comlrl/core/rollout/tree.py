@@ -25,7 +25,9 @@ JOINT_MODES = ("aligned", "cross")
 JOINT_MODE_ALIASES = {"align": "aligned", "crossed": "cross"}
 
 # generate_fn(prompts_per_agent) -> samples_per_agent, each list aligned with its prompts
-GenerateFn = Callable[[list[list[str]]], list[list[PromptSamples]]]
+# generate_fn(prompts_per_agent[, keys]) -> each agent's samples per prompt; ``keys`` (one per
+# prompt) is passed only with item-seeded sampling.
+GenerateFn = Callable[..., list[list[PromptSamples]]]
 # score_fn(agent_completions, prompts, batch_items) -> one reward per joint action, or
 # RewardScores (one shared value or one value per agent for each joint action)
 ScoreFn = Callable[..., "list[float] | RewardScores"]

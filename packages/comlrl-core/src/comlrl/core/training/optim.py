@@ -24,7 +24,7 @@ _FUSED_DEVICES = {"cuda", "cpu"}
 def _fused_ready(params: list[torch.Tensor]) -> bool:
     if not params or torch.__version__ < "2.4":
         return False
-    dtensor = ()
+    dtensor: tuple[type, ...] = ()
     if torch.distributed.is_available():
         from torch.distributed.tensor import DTensor
 
