@@ -1,7 +1,7 @@
 """The walk of one training step, file by file: ``python -m benchmarks.walk`` writes
 docs/architecture.md's walk section; ``tests/benchmarks/test_walk.py`` fails when it is stale.
 
-A *step* is one unit of the shared loop that ends in an update (``trainer.run_unit(unit)``):
+A *step* is one unit of the shared loop that ends in an update (``loop.run_unit(trainer, unit)``):
 MAGRPO rolls out one batch of items and updates on the full buffer, IAC the same with its
 critics, MADPO takes one DPO update on a batch of already sampled pairs (its stage's pair
 sampling runs before, in ``prepare``). The trace records, with ``sys.setprofile``, every file of
@@ -145,7 +145,7 @@ def _first_unit(trainer):
 
     trainer.get_train_dataloader()
     trainer.reporting.ensure_logger()
-    trainer.cursor, trainer.global_batch, trainer.epoch = (0, 0), 0, 0
+    trainer.run_state.start_call()
     units = trainer.prepare(0)
     if units is None:
         return loop.materialize(trainer, loop.item_units(trainer)[0])
@@ -192,13 +192,15 @@ STEPS = {"MAGRPO": _magrpo, "IAC": _iac, "MADPO": _madpo}
 def walks() -> list[Walk]:
     """The walk of one step of each family's trainer on the tiny test models."""
     sys.path.insert(0, str(ROOT))
+    from comlrl.core import loop
+
     out = []
     for name, build in STEPS.items():
         with tempfile.TemporaryDirectory() as tmp:
             trainer = build(Path(tmp))
             unit = _first_unit(trainer)
-            walk = trace(name, lambda t=trainer, u=unit: t.run_unit(u))
-            if not getattr(trainer, "agent_steps", None):
+            walk = trace(name, lambda t=trainer, u=unit: loop.run_unit(t, u))
+            if not trainer.run_state.agent_steps:
                 raise RuntimeError(f"{name}: the traced unit took no optimizer step.")
             out.append(walk)
     return out

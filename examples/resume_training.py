@@ -73,24 +73,24 @@ def main(argv: list[str] | None = None) -> dict:
     first = make_trainer(run_dir, epochs=2, use_wandb=args.wandb)
     first.verbose = False
     first.train(checkpoint_dir=checkpoints, checkpoint_total_limit=2)
-    first_id = first.logger.wandb_run_id
-    first.logger.close()  # part one ends here, as if the job had been stopped
-    print(f"part 1: 2 epochs done, checkpoint {first.last_checkpoint}")
+    first_id = first.reporting.logger.wandb_run_id
+    first.reporting.logger.close()  # part one ends here, as if the job had been stopped
+    print(f"part 1: 2 epochs done, checkpoint {first.run_state.last_checkpoint}")
 
     second = make_trainer(run_dir, epochs=4, use_wandb=args.wandb)
     second.verbose = False
     second.train(
         resume_from_checkpoint="latest", checkpoint_dir=checkpoints, checkpoint_total_limit=2
     )
-    second_id = second.logger.wandb_run_id
+    second_id = second.reporting.logger.wandb_run_id
     second.save_model(os.path.join(run_dir, "agents"))
-    second.logger.close()
-    print(f"part 2: resumed and finished epoch 4, checkpoint {second.last_checkpoint}")
+    second.reporting.logger.close()
+    print(f"part 2: resumed and finished epoch 4, checkpoint {second.run_state.last_checkpoint}")
     print(f"metrics: {os.path.join(run_dir, 'metrics.jsonl')}; W&B run id: {second_id}")
     return {
         "run_dir": run_dir,
         "wandb_run_ids": [first_id, second_id],
-        "checkpoint": second.last_checkpoint,
+        "checkpoint": second.run_state.last_checkpoint,
     }
 
 

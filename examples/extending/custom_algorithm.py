@@ -101,7 +101,7 @@ class BestOfKTrainer(TrainerBase):
                 ]
                 for i in range(self.num_agents)
             ]
-            records.append(Record(picks, node.env_step))
+            records.append(Record(picks, node.step))
         return Batch(records)
 
     def update(self, experience) -> dict:

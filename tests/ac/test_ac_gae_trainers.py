@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from comlrl.core.loop import ItemBatch
+from comlrl.core.loop import ItemBatch, run_unit
 
 from .helpers import flat, make_iac, make_maac, script_critic
 
@@ -43,7 +43,7 @@ def _scripted(tmp_path, make, rewards, **cfg):
         **cfg,
     )
     script_critic(trainer, VALUES)
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     return trainer
 
 
@@ -53,7 +53,7 @@ def test_iac_three_turns_by_hand(tmp_path, lam, separate):
     trainer = _scripted(tmp_path, make_iac, REWARDS, gae_lambda=lam, separate=separate)
     advantages, targets = BY_HAND[lam]
     for agent in range(2):
-        buf = trainer.rollout_buffers[agent]
+        buf = trainer.rollout_buffer.samples[agent]
         assert [g.turn for g in buf] == [0, 1, 2]
         assert flat(buf, "advantages") == pytest.approx(advantages)
         assert flat(buf, "targets") == pytest.approx(targets)
@@ -67,14 +67,16 @@ def test_maac_three_turns_by_hand(tmp_path, lam):
     advantages, targets = BY_HAND[lam]
     assert [s.target for s in trainer.critic_buffer] == pytest.approx(targets)
     for agent in range(2):
-        assert flat(trainer.rollout_buffers[agent], "advantages") == pytest.approx(advantages)
+        assert flat(trainer.rollout_buffer.samples[agent], "advantages") == pytest.approx(
+            advantages
+        )
 
 
 @pytest.mark.parametrize("make", [make_iac, make_maac])
 def test_terminated_early_trajectory(tmp_path, make):
     # reward 1.0 > 0.5 ends the episode after turn 2; δ = (0 + 0.9·1.0 - 0.5, 1.0 - 1.0)
     trainer = _scripted(tmp_path, make, [0.0, 1.0], gae_lambda=0.5, early_termination_threshold=0.5)
-    buf = trainer.rollout_buffers[0]
+    buf = trainer.rollout_buffer.samples[0]
     assert flat(buf, "advantages") == pytest.approx([0.4 + 0.45 * 0.0, 0.0])
     assert flat(buf, "targets") == pytest.approx([0.9, 1.0])
 

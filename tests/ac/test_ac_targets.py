@@ -16,7 +16,7 @@ from comlrl.ac.targets import (
     td_target,
     value_error,
 )
-from comlrl.core.loop import ItemBatch
+from comlrl.core.loop import ItemBatch, run_unit
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.training.policy_update import agent_minibatches
 
@@ -115,9 +115,9 @@ def _two_turns(groups):
 @pytest.mark.parametrize("separate", [True, False])
 def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
     trainer, rows_seen = _iac(tmp_path, separate=separate)
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     for agent, expected_v in V_IAC.items():
-        first, second = _two_turns(trainer.rollout_buffers[agent])
+        first, second = _two_turns(trainer.rollout_buffer.samples[agent])
         # V critic: one row per prompt (the history), never per sample
         rows = dict(rows_seen)[agent]
         assert rows == [first.prompt_ids, second.prompt_ids]
@@ -132,7 +132,7 @@ def test_iac_targets_on_a_fixed_trajectory(tmp_path, separate):
         assert first.returns == pytest.approx([REWARDS[0] + REWARDS[1]])
         assert second.returns == pytest.approx([REWARDS[1]])
     # agent 0 by hand: 0.5 + 0.9*0.7 = 1.13, A = 0.83; turn 2: 1.0, A = 0.3
-    a0 = trainer.rollout_buffers[0]
+    a0 = trainer.rollout_buffer.samples[0]
     assert flat(a0, "targets") == pytest.approx([1.13, 1.0])
     assert flat(a0, "advantages") == pytest.approx([0.83, 0.3])
 
@@ -141,9 +141,9 @@ def test_the_callback_sees_the_critic_fields(tmp_path):
     seen = []
     trainer, _ = _iac(tmp_path)
     trainer.metrics_callback = lambda samples: seen.extend(samples) or {}
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     assert [(s.agent_idx, s.turn_idx) for s in seen] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for s, g in zip(seen, [g for b in trainer.rollout_buffers for g in b]):
+    for s, g in zip(seen, [g for b in trainer.rollout_buffer.samples for g in b]):
         assert (s.prompt_ids, [s.completion_ids]) == (g.prompt_ids, g.completion_ids)
         assert (s.old_value, s.value_target, s.advantage) == (
             g.values[0],
@@ -156,8 +156,8 @@ def test_the_callback_sees_the_critic_fields(tmp_path):
 
 def test_iac_q_critic_reads_history_and_action(tmp_path):
     trainer, rows_seen = _iac(tmp_path, critic_type="q")
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
-    first, second = _two_turns(trainer.rollout_buffers[0])
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    first, second = _two_turns(trainer.rollout_buffer.samples[0])
     assert dict(rows_seen)[0] == [
         first.prompt_ids + first.completion_ids[0],
         second.prompt_ids + second.completion_ids[0],
@@ -167,8 +167,8 @@ def test_iac_q_critic_reads_history_and_action(tmp_path):
 
 def test_early_termination_ends_the_bootstrap(tmp_path):
     trainer, _ = _iac(tmp_path, early_termination_threshold=0.4)
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
-    (only,) = trainer.rollout_buffers[0]
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    (only,) = trainer.rollout_buffer.samples[0]
     assert only.targets == pytest.approx([0.5])
     assert only.advantages == pytest.approx([0.5 - 0.3])
 
@@ -180,8 +180,8 @@ def test_reference_kl_shapes_the_targets(tmp_path, monkeypatch):
     trainer, _ = _iac(tmp_path, reference_kl_enabled=True, reference_kl_coef=0.1)
     seen = []
     trainer.metrics_callback = lambda samples: seen.extend(samples) or {}
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
-    first, second = _two_turns(trainer.rollout_buffers[0])
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    first, second = _two_turns(trainer.rollout_buffer.samples[0])
     assert first.rewards == pytest.approx([0.5 - 0.2]) and first.kls == [2.0]
     assert first.targets == pytest.approx([0.5 - 0.2 + GAMMA * 0.7])
     assert second.targets == pytest.approx([1.0 - 0.2])
@@ -215,7 +215,7 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
     trainer.values_of = values_of
     kls = iter([[1.0, 1.0], [3.0, 3.0]])  # one call per agent: its KL at turn 1 and turn 2
     monkeypatch.setattr(shaping, "sequence_kl", lambda policy, ref, p, c, pad, **_: next(kls))
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     (rows,) = joint_rows
     first_joint, second_joint = trainer.critic_buffer
     assert rows == [first_joint.input_ids, second_joint.input_ids]
@@ -224,22 +224,26 @@ def test_maac_targets_on_a_fixed_trajectory(tmp_path, monkeypatch):
     # agent 0 has KL 1 on both turns, agent 1 has KL 3: the critic uses the mean (2)
     assert first_joint.target == pytest.approx(0.5 - 0.2 + GAMMA * 0.7)
     assert second_joint.target == pytest.approx(1.0 - 0.2)
-    a0 = flat(trainer.rollout_buffers[0], "advantages")
-    a1 = flat(trainer.rollout_buffers[1], "advantages")
+    a0 = flat(trainer.rollout_buffer.samples[0], "advantages")
+    a1 = flat(trainer.rollout_buffer.samples[1], "advantages")
     assert a0[0] == pytest.approx(0.5 - 0.1 + GAMMA * 0.7 - 0.3)
     assert a1[0] == pytest.approx(0.5 - 0.3 + GAMMA * 0.7 - 0.3)
     assert a0[1] == pytest.approx(1.0 - 0.1 - 0.7)
-    assert trainer.rollout_buffers[0][0].values == trainer.rollout_buffers[1][0].values == [0.3]
+    assert (
+        trainer.rollout_buffer.samples[0][0].values
+        == trainer.rollout_buffer.samples[1][0].values
+        == [0.3]
+    )
 
 
 def test_maac_q_critic_sees_the_joint_action(tmp_path):
     trainer = make_maac(tmp_path, critic_type="q", rollout_buffer_size=64)
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     joint = trainer.critic_buffer
     assert len(joint) == 2  # two generations, one joint action each
     text = trainer.tokenizers[0].decode(joint[0].input_ids)
     assert "[Joint Action]" in text and "[Agent 1 action]\n" in text
-    (group,) = trainer.rollout_buffers[0]
+    (group,) = trainer.rollout_buffer.samples[0]
     assert joint[0].input_ids != joint[1].input_ids or (
         group.completion_ids[0] == group.completion_ids[1]
     )

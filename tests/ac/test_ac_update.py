@@ -151,7 +151,7 @@ def test_nonfinite_loss_raises_or_skips(tmp_path):
     trainer.values_of = nan_values
     with pytest.warns(UserWarning, match="non-finite"):
         trainer.train()
-    assert trainer.skipped_nonfinite > 0
+    assert trainer.run_state.skipped_nonfinite > 0
 
 
 @pytest.mark.parametrize("clip", [None, 0.2])

@@ -5,7 +5,7 @@ must give the same signal, not the zero-mean TD error ``r - Q(h, a)``."""
 import pytest
 
 from comlrl.ac.targets import bootstrap_value, q_advantages
-from comlrl.core.loop import ItemBatch
+from comlrl.core.loop import ItemBatch, run_unit
 
 from .helpers import flat, make_iac, make_maac, script_critic
 
@@ -25,14 +25,14 @@ def _answers(tmp_path, make, values, **cfg):
         **cfg,
     )
     script_critic(trainer, values)
-    trainer.run_unit(ItemBatch(0, 1, [trainer.train_dataset[0]]))
+    run_unit(trainer, ItemBatch(0, 1, [trainer.train_dataset[0]]))
     return trainer
 
 
 @pytest.mark.parametrize("make", [make_iac, make_maac])
 def test_v_critic_gives_plus_minus_half(tmp_path, make):
     trainer = _answers(tmp_path, make, [0.5])
-    for buf in trainer.rollout_buffers:
+    for buf in trainer.rollout_buffer.samples:
         assert flat(buf, "advantages") == pytest.approx([0.5, -0.5])
 
 
@@ -40,7 +40,7 @@ def test_v_critic_gives_plus_minus_half(tmp_path, make):
 def test_an_accurate_q_critic_gives_the_same_signal(tmp_path, make):
     # Q(h, a1) = 1, Q(h, a2) = 0: the TD error r - Q is 0 for both answers; Q - V is ±0.5
     trainer = _answers(tmp_path, make, list(REWARDS), critic_type="q")
-    for buf in trainer.rollout_buffers:
+    for buf in trainer.rollout_buffer.samples:
         assert flat(buf, "advantages") == pytest.approx([0.5, -0.5])
         # the critic still learns Q from the observed rewards
         assert flat(buf, "targets") == pytest.approx(REWARDS)

@@ -13,9 +13,11 @@ import torch
 from comlrl.core.distributed import local_context
 from comlrl.core.distributed.gradients import GradientSync
 from comlrl.core.logprobs import token_logprobs_parts
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.testing import tiny_pair
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.precision import master_weights
+from comlrl.core.training.schedule import LRSchedules
 from comlrl.core.training.train_step import Target, train_step
 from tests.reinforce.helpers import make_trainer
 
@@ -29,7 +31,7 @@ def _trainer(bf16: bool) -> _Trainer:
     args = SimpleNamespace(
         bf16=bf16, nonfinite_loss="raise", max_grad_norm=None, lr_scheduler_type="constant"
     )
-    return _Trainer(args=args, agent_steps={}, skipped_nonfinite=0)
+    return _Trainer(args=args, run_state=RunState(), lr_schedules=LRSchedules())
 
 
 def _rows():

@@ -71,7 +71,7 @@ def _trainer(tmp_path, tokenizers, **overrides):
 
 def _prompt_ids(trainer, agent: int) -> list[int]:
     prompt = trainer.formatters[agent](DATA[0])
-    params = trainer.sampling_params()
+    params = trainer.rollouts.sampling_params()
     return trainer.rollout_backend.generate(agent, [prompt], 1, params)[0].prompt_ids
 
 

@@ -72,7 +72,7 @@ def test_resume_works_without_a_pointer(tmp_path):
     os.unlink(ckpt / "latest")  # killed right after publishing its first checkpoint's rename
     resumed = make_trainer(tmp_path, 2)
     resumed.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt))
-    assert resumed.last_checkpoint == str(ckpt / "checkpoint-4")
+    assert resumed.run_state.last_checkpoint == str(ckpt / "checkpoint-4")
     assert read_checkpoint_metadata(str(ckpt))["epoch"] == 2
 
 

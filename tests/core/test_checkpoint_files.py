@@ -61,7 +61,7 @@ def test_layout_is_safetensors_and_json_only(trained):
     meta = read_checkpoint_metadata(str(ckpt_dir))
     assert meta["epoch"] == 3 and meta["position"] == 0 and meta["run_dir"] == str(run_dir)
     state = json.loads((ckpt / "state.json").read_text())
-    assert state["loop"]["env_step"] == trainer.env_step
+    assert state["loop"]["run"]["environment_steps"] == trainer.env_step
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     # the final evaluation comes after the last checkpoint: every record but that one is in it
     # (an eval record also carries the monitors' train/eval gap)

@@ -206,18 +206,18 @@ def test_item_seeded_sampling_does_not_depend_on_the_batch(tmp_path):
             output_dir=str(tmp_path / "run"),
         ),
     )
-    params = trainer.sampling_params()
-    trainer.epoch = 0
+    params = trainer.rollouts.sampling_params()
+    trainer.run_state.epoch = 0
 
     def ids(batch, offset):
         torch.manual_seed(offset + 123)  # the global generator must not matter
-        roots = trainer.rollout(batch, 3, params, offset=offset)
+        roots = trainer.rollouts.trees(batch, 3, params, offset=offset)
         return [root.samples[0].completion_ids for root in roots]
 
     both = ids(items, 0)
     assert ids(items[1:], 1) == both[1:]
     assert ids(items[:1], 0) == both[:1]
-    trainer.epoch = 1
+    trainer.run_state.epoch = 1
     assert ids(items, 0) != both  # another epoch samples afresh
 
 

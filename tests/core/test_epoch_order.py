@@ -36,7 +36,7 @@ def _visited(tmp_path, **cfg) -> list[list[str]]:
     collect = trainer.collect
 
     def recording(unit):
-        seen.setdefault(trainer.epoch, []).extend(item["prompt"] for item in unit.items)
+        seen.setdefault(trainer.run_state.epoch, []).extend(item["prompt"] for item in unit.items)
         return collect(unit)
 
     trainer.collect = recording

@@ -97,7 +97,7 @@ def test_wandb_run_is_named_after_the_run_directory(tmp_path, fake_wandb):
     )
     trainer.wandb_config = {"project": "p"}
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert [init["name"] for init in fake_wandb.inits] == ["my-run-7"]
     # a name in the W&B section still wins
     logger = MetricLogger(

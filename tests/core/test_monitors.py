@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from comlrl.core.distributed import local_context
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.monitors import SUMMARY_FILE, Monitors, MonitorsConfig, MonitorWarning
 from comlrl.core.monitors.metrics import key, parse_key, record_values
 from comlrl.core.rollout.record import RolloutGroup
@@ -24,10 +25,9 @@ def _trainer(tmp_path, **monitors):
     return SimpleNamespace(
         args=args,
         dist=local_context(),
-        env_step=0,
+        run_state=RunState(),
         is_main_process=True,
-        run_dir=str(tmp_path),
-        stopped_by_monitor=None,
+        reporting=SimpleNamespace(run_dir=str(tmp_path)),
     )
 
 
@@ -88,7 +88,7 @@ def test_the_drifting_run_crosses_exactly_the_watched_monitors(tmp_path):
         logged = []
         for u in range(12):
             logged.append(_drifting_update(monitors, u))
-            t.env_step = 4 * (u + 1)
+            t.run_state.environment_steps = 4 * (u + 1)
             if u % 3 == 2:
                 monitors.after_eval({"eval/turn_1/reward_mean": 0.2})
     messages = [str(w.message) for w in caught if issubclass(w.category, MonitorWarning)]

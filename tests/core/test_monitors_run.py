@@ -118,7 +118,7 @@ def test_the_drifting_run_reports_every_monitor_everywhere_and_crosses_exactly(
         warnings.simplefilter("always")
         trainer.train()
     run_dir = tmp_path / "run"
-    assert trainer.training_complete and trainer.stopped_by_monitor is None
+    assert trainer.run_state.training_complete and trainer.run_state.stopped_by_monitor is None
     assert _crossed(run_dir) == EXPECTED
     warned = [str(w.message) for w in caught if issubclass(w.category, MonitorWarning)]
     assert len(warned) == len(EXPECTED)  # once per crossing, not once per update
@@ -129,8 +129,8 @@ def test_the_drifting_run_reports_every_monitor_everywhere_and_crosses_exactly(
     logged = set().union(*read_metrics(run_dir / "metrics.jsonl"))
     assert set(keys) <= logged
     assert set(keys) <= set(_scalars(run_dir / "tensorboard"))
-    run_id = trainer.logger.wandb_run_id
-    trainer.logger.close()
+    run_id = trainer.reporting.logger.wandb_run_id
+    trainer.reporting.logger.close()
     blob = _wandb_blob(tmp_path / "wb", run_id, keys)
     for k in keys:
         assert k.encode() in blob, k
@@ -144,8 +144,8 @@ def test_stop_on_checkpoints_ends_cleanly_and_the_checkpoint_resumes_exactly(tmp
     stopped = _trainer(tmp_path / "stopped", **stop)
     with pytest.warns(MonitorWarning, match="zero_variance_fraction"):
         stopped.train(checkpoint_dir=str(ckpt))
-    assert "zero_variance_fraction" in stopped.stopped_by_monitor
-    assert not stopped.training_complete and not stopped.interrupted
+    assert "zero_variance_fraction" in stopped.run_state.stopped_by_monitor
+    assert not stopped.run_state.training_complete and not stopped.run_state.interrupted
     meta = read_checkpoint_metadata(str(ckpt))
     # Two distinct-reward updates, then two tied ones (patience 2): it stops after the 4th.
     assert (meta["reason"], meta["epoch"], meta["position"]) == ("monitor", 3, 2)
@@ -158,7 +158,7 @@ def test_stop_on_checkpoints_ends_cleanly_and_the_checkpoint_resumes_exactly(tmp
         # that stops it (the gap crosses once, and is not in stop_on).
         warnings.simplefilter("ignore", MonitorWarning)
         resumed.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt))
-    assert resumed.training_complete and resumed.stopped_by_monitor is None
+    assert resumed.run_state.training_complete and resumed.run_state.stopped_by_monitor is None
 
     uninterrupted = _trainer(tmp_path / "whole")
     with warnings.catch_warnings():

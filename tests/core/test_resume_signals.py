@@ -50,15 +50,15 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, uninterrupted
     before = signal.getsignal(signal.SIGTERM)
     first = make_trainer(tmp_path, 2, reward_func=reward_then_sigterm)
     first.train(checkpoint_dir=str(ckpt_dir))  # no mid-epoch saves: only the signal makes one
-    assert first.interrupted and not first.training_complete
+    assert first.run_state.interrupted and not first.run_state.training_complete
     assert signal.getsignal(signal.SIGTERM) is before
-    meta = read_checkpoint_metadata(first.last_checkpoint)
+    meta = read_checkpoint_metadata(first.run_state.last_checkpoint)
     assert (meta["reason"], meta["epoch"], meta["position"]) == ("signal", 1, 4)
-    assert read_latest(str(ckpt_dir)) == first.last_checkpoint
+    assert read_latest(str(ckpt_dir)) == first.run_state.last_checkpoint
 
     second = make_trainer(tmp_path, 2)
     second.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt_dir))
-    assert not second.interrupted
+    assert not second.run_state.interrupted
     assert_same_state(reference, second)
     assert metrics(tmp_path) == reference_metrics
 

@@ -12,7 +12,7 @@ def _leaf():
     node.joint_actions = [(0, 0), (0, 1), (1, 0), (1, 1)]  # cross mode, K = 2
     node.rewards = [1.0, 2.0, 3.0, 4.0]
     node.samples = [SimpleNamespace(prompt_ids=[7], completion_ids=[[1], [2]]) for _ in range(2)]
-    node.env_step = 4
+    node.step = 4
     return node
 
 

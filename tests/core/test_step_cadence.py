@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from types import SimpleNamespace
 
 from comlrl.core.checkpoint.layout import list_checkpoints
-from comlrl.core.loop.step_cadence import cadence_state, due, load_cadence_state
-from comlrl.core.training.schedule import optimizer_steps
+from comlrl.core.loop.run_state import RunState
+from comlrl.core.loop.step_cadence import due, restart_marks
 from tests.reinforce.helpers import PROMPTS, make_trainer
 
 # One optimizer step per agent and update: a buffer of 2 nodes, mini-batches of 2.
@@ -28,7 +27,7 @@ def _logged_counts(trainer):
     log_record = trainer.reporting.log_record
 
     def recording(metrics, step=None):
-        counts.append(optimizer_steps(trainer))
+        counts.append(trainer.run_state.optimizer_steps())
         return log_record(metrics, step)
 
     trainer.reporting.log_record = recording
@@ -39,7 +38,7 @@ def test_logging_steps_count_optimizer_steps(tmp_path):
     trainer = _trainer(tmp_path, logging_steps=3)
     counts = _logged_counts(trainer)
     trainer.train()
-    total = optimizer_steps(trainer)
+    total = trainer.run_state.optimizer_steps()
     assert total == 12  # 6 epochs x 4 items, a 2-node buffer each update
     assert counts == [1, 4, 7, 10]
 
@@ -59,14 +58,14 @@ def test_env_steps_keep_the_earlier_counting(tmp_path):
     assert all(b - a >= 5 for a, b in zip(logged, logged[1:]))
     # Each update here covers 4 env steps (2 nodes x 2 joint actions): an optimizer-step
     # count of 5 would log far more sparsely.
-    assert len(logged) > optimizer_steps(trainer) // 5 + 1
+    assert len(logged) > trainer.run_state.optimizer_steps() // 5 + 1
 
 
 def test_eval_steps_evaluate_every_n_optimizer_steps(tmp_path):
     trainer = _trainer(tmp_path, eval_steps=4, eval_interval=1, eval_at_end=False)
     trainer.eval_dataset = PROMPTS[:1]
     seen = []
-    trainer.evaluate = lambda *a, **k: seen.append(optimizer_steps(trainer)) or {}
+    trainer.evaluate = lambda *a, **k: seen.append(trainer.run_state.optimizer_steps()) or {}
     trainer.train()
     # eval_steps replaces eval_interval (which would evaluate before every item)
     assert seen == [4, 8]
@@ -92,31 +91,32 @@ def test_a_resumed_run_keeps_its_cadence_marks(tmp_path):
     first.evaluate = lambda *a, **k: {}
     first.train()
     # Evaluation is checked before each unit: the one due at 6 steps found no unit left.
-    assert optimizer_steps(first) == 6 and first.cadence_marks == {"eval": 3, "save": 5}
+    assert first.run_state.optimizer_steps() == 6 and first.run_state.cadence_marks == {
+        "eval": 3,
+        "save": 5,
+    }
     path = list_checkpoints(os.path.join(str(tmp_path / "run"), "checkpoints"))[-1][1]
 
     again = _trainer(tmp_path, num_train_epochs=6, **cadence)
     again.eval_dataset = PROMPTS[:1]
     seen = []
-    again.evaluate = lambda *a, **k: seen.append(optimizer_steps(again)) or {}
+    again.evaluate = lambda *a, **k: seen.append(again.run_state.optimizer_steps()) or {}
     again.train(resume_from_checkpoint=path)
     assert seen == [6, 9]
-    assert again.cadence_marks == {"eval": 9, "save": 10}
+    assert again.run_state.cadence_marks == {"eval": 9, "save": 10}
 
 
 def test_marks_of_another_unit_start_afresh():
-    args = SimpleNamespace(steps_unit="optimizer")  # what the cadence reads of a config
-    trainer = SimpleNamespace(args=args, env_step=40, agent_steps={0: 7, 1: 7})
-    trainer.reporting = SimpleNamespace(last_log_step=-1)
-    trainer.cadence_marks = {"eval": 6}
-    saved = cadence_state(trainer)
-    assert saved == {"unit": "optimizer", "marks": {"eval": 6}}
+    state = RunState(environment_steps=40, agent_steps={0: 7, 1: 7})
+    state.cadence_marks, state.log_mark = {"eval": 6}, 5
+    restored = RunState()
+    restored.load_state_dict(state.state_dict())
+    assert restored == state
+    assert due(restored, "optimizer", "eval", 1) and not due(restored, "optimizer", "eval", 1)
 
-    load_cadence_state(trainer, saved, log_mark=5)
-    assert trainer.cadence_marks == {"eval": 6} and trainer.reporting.last_log_step == 5
-    assert due(trainer, "eval", 1) and not due(trainer, "eval", 1)
-
-    # A checkpoint whose marks count another unit: the cadences restart from now.
-    load_cadence_state(trainer, {"unit": "env", "marks": {"eval": 30}}, log_mark=36)
-    assert trainer.reporting.last_log_step == -1
-    assert trainer.cadence_marks == {"eval": 7, "save": 7}
+    # Marks counted in another unit: the cadences restart from now, in the unit of the run.
+    restart_marks(restored, "optimizer")
+    assert restored.log_mark == -1
+    assert restored.cadence_marks == {"eval": 7, "save": 7}
+    restart_marks(restored, "env")
+    assert restored.cadence_marks == {"eval": 40, "save": 40}

@@ -127,13 +127,13 @@ def _iac(tmp_path):
 @pytest.mark.parametrize("build", [_magrpo, _iac], ids=["magrpo", "iac"])
 def test_trainer_generation_and_scoring_count_and_evaluation_does_not(tmp_path, build):
     trainer = build(tmp_path)
-    params = trainer.sampling_params()
+    params = trainer.rollouts.sampling_params()
     prompts = [["Write a story about a cat."] for _ in range(trainer.num_agents)]
-    samples = trainer.generate_per_agent(prompts, 2, params)
+    samples = trainer.rollouts.generate_per_agent(prompts, 2, params)
     assert trainer.timing.tokens == sum(s.num_tokens for agent in samples for s in agent)
     assert trainer.timing.seconds("generate") > 0.0
     texts = [agent[0].texts for agent in samples]
-    trainer.score(texts, prompts=["p", "p"], batch_items=[{}, {}])
+    trainer.rollouts.score(texts, prompts=["p", "p"], batch_items=[{}, {}])
     assert trainer.timing.seconds("reward") > 0.0
     before = {p: trainer.timing.seconds(p) for p in trainer.timing_phases}
     tokens = trainer.timing.tokens
@@ -152,7 +152,7 @@ def test_training_records_carry_the_trainer_phases(tmp_path, build):
     trainer = build(tmp_path)
     trainer.verbose = False
     trainer.train()
-    records = read_metrics(os.path.join(trainer.run_dir, "metrics.jsonl"))
+    records = read_metrics(os.path.join(trainer.reporting.run_dir, "metrics.jsonl"))
     timed = [r for r in records if "timing/generate" in r]
     assert timed
     for r in timed:

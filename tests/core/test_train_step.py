@@ -10,13 +10,14 @@ import torch
 
 from comlrl.core.distributed import local_context
 from comlrl.core.distributed.gradients import GradientSync
+from comlrl.core.loop.run_state import RunState
+from comlrl.core.training.schedule import LRSchedules
 from comlrl.core.training.train_step import Target, accumulate_gradients, train_step
 
 
 class _Trainer(SimpleNamespace):
     # One process: the sync averages nothing and has no hooks.
     sync = GradientSync(local_context())
-    skipped_nonfinite = 0
 
 
 def _trainer(policy="raise", max_grad_norm=None):
@@ -26,7 +27,7 @@ def _trainer(policy="raise", max_grad_norm=None):
         lr_scheduler_type="constant",
         bf16=False,
     )
-    return _Trainer(args=args, agent_steps={}, skipped_nonfinite=0)
+    return _Trainer(args=args, run_state=RunState(), lr_schedules=LRSchedules())
 
 
 def test_parts_accumulate_into_one_step_like_the_whole_batch():
@@ -65,7 +66,7 @@ def test_a_non_finite_part_skips_or_raises():
     trainer = _trainer("skip")
     with pytest.warns(UserWarning, match="non-finite toy loss"):
         assert train_step(trainer, Target([w], opt), bad, lambda x: w * x, what="toy loss") is None
-    assert trainer.skipped_nonfinite == 1 and w.grad is None and float(w) == 1.0
+    assert trainer.run_state.skipped_nonfinite == 1 and w.grad is None and float(w) == 1.0
     with pytest.raises(FloatingPointError, match="toy loss"):
         train_step(_trainer(), Target([w], opt), bad, lambda x: w * x, what="toy loss")
 
@@ -85,7 +86,7 @@ def test_every_target_steps_and_agent_steps_are_counted():
     )
     assert step.grad_norms == [1.0, 1.0]
     assert float(a) == pytest.approx(0.5) and float(b) == pytest.approx(1.5)  # clipped to 0.5
-    assert trainer.agent_steps == {0: 1, 1: 1}
+    assert trainer.run_state.agent_steps == {0: 1, 1: 1}
 
 
 def test_accumulating_adds_to_what_the_parameters_hold():

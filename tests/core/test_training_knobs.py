@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from comlrl.core.training.schedule import LR_SCHEDULERS, optimizer_steps, schedulers_of
+from comlrl.core.training.schedule import LR_SCHEDULERS
 from comlrl.reinforce import MAGRPOConfig
 from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer, metrics, reward
 
@@ -41,13 +41,13 @@ def test_linear_warmup_schedule_steps_with_each_optimizer_step(tmp_path):
     trainer = make_trainer(tmp_path, 1, reward_func=watching_reward, **SCHEDULE)
     trainer.train()
     # max_steps=7 runs past num_train_epochs=1 (3 steps an epoch) and stops at step 7
-    assert optimizer_steps(trainer) == 7
-    assert trainer.agent_steps == {0: 7, 1: 7}
+    assert trainer.run_state.optimizer_steps() == 7
+    assert trainer.run_state.agent_steps == {0: 7, 1: 7}
     # the rate after each of steps 1..6: warmup to 1e-3 over 2 steps, then linear decay to 0
     # at step 7 (the schedule is built at the first step, which runs at rate 0)
     assert seen[1:] == pytest.approx([5e-4, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
     assert _lrs(trainer) == pytest.approx([0.0, 0.0])
-    assert [s.last_epoch for s in schedulers_of(trainer)] == [7, 7]
+    assert [s.last_epoch for s in trainer.lr_schedules.of(trainer.optimizers_list())] == [7, 7]
 
 
 def test_schedule_resumes_bitwise(tmp_path):
@@ -74,21 +74,24 @@ def test_schedule_resumes_bitwise(tmp_path):
     second.train(resume_from_checkpoint="latest", checkpoint_dir=str(ckpt))
     assert_same_state(reference, second)
     assert _lrs(second) == _lrs(reference)
-    assert [s.state_dict() for s in schedulers_of(second)] == [
-        s.state_dict() for s in schedulers_of(reference)
+    assert [s.state_dict() for s in second.lr_schedules.of(second.optimizers_list())] == [
+        s.state_dict() for s in reference.lr_schedules.of(reference.optimizers_list())
     ]
-    assert second.agent_steps == reference.agent_steps == {0: 7, 1: 7}
+    assert second.run_state.agent_steps == reference.run_state.agent_steps == {0: 7, 1: 7}
     assert metrics(tmp_path / "run") == metrics(tmp_path / "ref")
 
 
 def test_max_steps_stops_inside_an_epoch(tmp_path):
     trainer = make_trainer(tmp_path, 4, max_steps=2)
     trainer.train()
-    assert optimizer_steps(trainer) == 2
+    assert trainer.run_state.optimizer_steps() == 2
     assert trainer.env_step < 3 * 4  # far fewer than 4 epochs of joint actions
     default = make_trainer(tmp_path / "plain", 1)
     default.train()
-    assert optimizer_steps(default) == 3 and schedulers_of(default) == []
+    assert (
+        default.run_state.optimizer_steps() == 3
+        and default.lr_schedules.of(default.optimizers_list()) == []
+    )
 
 
 def test_schedule_settings_are_checked():

@@ -82,7 +82,7 @@ def test_tree_sizes_and_env_step(t, mode):
     # one generate call per turn level, covering every node of both items
     assert len(gen.calls) == t
     per_item = sum(actions ** (d + 1) for d in range(t))
-    steps = [x.env_step for r in roots for x in r.walk()]
+    steps = [x.step for r in roots for x in r.walk()]
     assert steps == sorted(steps)  # pre-order, items in order
     assert max(steps) == 2 * per_item
 
@@ -223,5 +223,5 @@ def test_tree_shape_property(n, k, t, mode, items):
     last = 0
     for r in roots:
         for node in r.walk():
-            assert node.env_step == last + len(node.joint_actions)
-            last = node.env_step
+            assert node.step == last + len(node.joint_actions)
+            last = node.step

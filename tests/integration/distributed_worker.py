@@ -239,7 +239,7 @@ def step_recorder(log: list[str]):
 def instrument(trainer) -> dict:
     """Record step digests and this rank's metrics before the cross-rank mean."""
     record: dict = {"steps": [], "local_metrics": []}
-    trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    trainer.sync.hooks.append(step_recorder(record["steps"]))
     reduce = trainer.reporting.reduced
 
     def recording_reduce(metrics):
@@ -289,8 +289,8 @@ def main_fsdp(out: str) -> None:
     rank = int(os.environ["RANK"])
     result: dict = {}
     trainer = build_magrpo(os.path.join(out, "magrpo"), epochs=2)
-    record = {"steps": [], "sharded": trainer.sharded is not None}
-    trainer.gradient_sync_hooks.append(full_digest_recorder(record["steps"]))
+    record = {"steps": [], "sharded": trainer.sync.sharded is not None}
+    trainer.sync.hooks.append(full_digest_recorder(record["steps"]))
     trainer.train(checkpoint_dir=os.path.join(out, "magrpo_ckpt"))
     state = full_state(trainer)
     record["final"] = digest(state.values())
@@ -316,8 +316,8 @@ def main_fsdp(out: str) -> None:
     result["resumed"] = {"final": digest(full_state(trainer).values())}
 
     trainer = build_iac(os.path.join(out, "iac"))
-    record = {"steps": [], "sharded": trainer.sharded is not None}
-    trainer.gradient_sync_hooks.append(full_digest_recorder(record["steps"]))
+    record = {"steps": [], "sharded": trainer.sync.sharded is not None}
+    trainer.sync.hooks.append(full_digest_recorder(record["steps"]))
     trainer.train()
     state = full_state(trainer)
     record["final"] = digest(state.values())
@@ -390,7 +390,7 @@ def main(out: str) -> None:
     # phase on global batches split across the ranks.
     trainer = build_marlhf(os.path.join(out, "marlhf"))
     record = instrument(trainer)
-    trainer.rl_trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    trainer.rl_trainer.sync.hooks.append(step_recorder(record["steps"]))
     trainer.train()
     record["final"] = digest(
         p for m in trainer.trainable_models().values() for p in m.state_dict().values()
@@ -415,7 +415,7 @@ def main(out: str) -> None:
 
     trainer = build_marlhf_iter(os.path.join(out, "marlhf_iter"))
     record = instrument(trainer)
-    trainer.rl_trainer.gradient_sync_hooks.append(step_recorder(record["steps"]))
+    trainer.rl_trainer.sync.hooks.append(step_recorder(record["steps"]))
     trainer.train()
     record["final"] = digest(
         p for m in trainer.trainable_models().values() for p in m.state_dict().values()

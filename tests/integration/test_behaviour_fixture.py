@@ -80,16 +80,16 @@ def _fingerprint(before, models) -> list[dict[str, list[float]]]:
 
 
 def _recording_samples(trainer) -> list:
-    """Wrap ``trainer.generate_per_agent`` so every sampled completion's token ids are kept."""
+    """Wrap ``trainer.rollouts.generate_per_agent`` so every sampled completion's token ids are kept."""
     seen: list = []
-    generate = trainer.generate_per_agent
+    generate = trainer.rollouts.generate_per_agent
 
     def recorded(*args, **kwargs):
         result = generate(*args, **kwargs)
         seen.append([[list(map(list, ps.completion_ids)) for ps in per] for per in result])
         return result
 
-    trainer.generate_per_agent = recorded
+    trainer.rollouts.generate_per_agent = recorded
     return seen
 
 

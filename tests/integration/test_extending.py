@@ -144,4 +144,4 @@ def test_a_new_algorithm_runs_on_the_shared_loop(tmp_path):
     updates = [r for r in records if "agent_0/loss" in r]
     assert len(updates) == 2 and all("best_reward_mean" in r for r in updates)
     assert all("timing/generate" in r for r in updates)
-    assert trainer.global_batch == 2 and trainer.env_step > 0
+    assert trainer.run_state.global_batch == 2 and trainer.env_step > 0

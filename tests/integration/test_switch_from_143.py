@@ -122,7 +122,7 @@ def test_discount_still_shapes_magrpo_returns(tmp_path, monkeypatch):
             external_transition=again,
             args=args,
         )
-        (tree,) = trainer.rollout(ITEMS[:1], 2, trainer.sampling_params())
+        (tree,) = trainer.rollouts.trees(ITEMS[:1], 2, trainer.rollouts.sampling_params())
         returns[gamma] = tree.returns[0]
     assert returns[1.0] == pytest.approx(2.0)  # r=1 at both turns
     assert returns[0.5] == pytest.approx(1.5)
@@ -149,7 +149,9 @@ def test_actor_critic_logs_expected_return_undiscounted(tmp_path):
     )
     trainer.train()
     records = [
-        r for r in read_metrics(trainer.run_dir + "/metrics.jsonl") if "turn_1/reward_mean" in r
+        r
+        for r in read_metrics(trainer.reporting.run_dir + "/metrics.jsonl")
+        if "turn_1/reward_mean" in r
     ]
     assert records
     # A reward of 1 at both turns: 2.0 undiscounted (0.5 would have given 1.5).

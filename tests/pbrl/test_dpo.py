@@ -175,7 +175,7 @@ def test_nonfinite_loss_raises_or_is_skipped(tmp_path, monkeypatch):
     trainer.args.nonfinite_loss = "skip"
     with pytest.warns(UserWarning, match="non-finite"):
         assert trainer.dpo_update([pair]) is None
-    assert trainer.skipped_nonfinite == 1
+    assert trainer.run_state.skipped_nonfinite == 1
 
 
 def _shared_pairs(tok):

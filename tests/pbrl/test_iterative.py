@@ -334,8 +334,8 @@ def test_drift_plots_reach_wandb(tmp_path, monkeypatch):
         wandb_config={"project": "comlrl-test", "dir": str(tmp_path / "wb"), "name": "drift"},
     )
     trainer.train()
-    run_id = trainer.logger.wandb_run_id
-    trainer.logger.close()
+    run_id = trainer.reporting.logger.wandb_run_id
+    trainer.reporting.logger.close()
     keys = (
         "iter/current_iteration",
         "iter/reward_distribution/target_mean",

@@ -108,7 +108,7 @@ def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
     winners, losers = _bt_texts()
     opt = torch.optim.SGD(rm.parameters(), lr=1.0)
     norms = []
-    trainer.gradient_sync_hooks.append(
+    trainer.sync.hooks.append(
         lambda t, params: norms.append(
             float(
                 torch.linalg.vector_norm(
@@ -145,7 +145,7 @@ def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
         next(rm.parameters()).fill_(float("nan"))
     with pytest.warns(UserWarning, match="Skipping a non-finite reward-model loss"):
         fit(trainer)
-    assert trainer.skipped_nonfinite == 1
+    assert trainer.run_state.skipped_nonfinite == 1
     strict = _rm_trainer(tmp_path / "strict")
     with pytest.raises(FloatingPointError, match="reward-model loss"):
         fit(strict)
@@ -196,14 +196,14 @@ def test_reward_model_scores_drive_the_rl_phase(tmp_path):
         args=_config(tmp_path),
     )
     completions = [["a b", "c"], ["d", "e f g"]]
-    via_rl = trainer.rl_trainer.score(
+    via_rl = trainer.rl_trainer.rollouts.score(
         completions, prompts=[PROMPTS[0]["prompt"]] * 2, batch_items=[PROMPTS[0]] * 2
     )
     direct = trainer.reward_model_scores(
         [[PROMPTS[0]["prompt"]] * 2, [PROMPTS[0]["prompt"]] * 2], completions
     )
     assert via_rl == pytest.approx(direct)
-    task = trainer.score(
+    task = trainer.rollouts.score(
         completions, prompts=[PROMPTS[0]["prompt"]] * 2, batch_items=[PROMPTS[0]] * 2
     )
     assert task == pytest.approx(ratio_reward(*completions))

@@ -19,7 +19,7 @@ def test_madpo_scores_at_temperature_one_while_sampling_at_0_6(tmp_path, monkeyp
     trainer = MADPOTrainer(
         agents=agents, tokenizer=tok, train_dataset=PROMPTS[:2], reward_func=ratio_reward, args=args
     )
-    assert trainer.sampling_params().temperature == 0.6
+    assert trainer.rollouts.sampling_params().temperature == 0.6
     seen = []
     original = kernels.selective_log_softmax
 

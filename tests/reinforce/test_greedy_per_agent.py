@@ -34,9 +34,7 @@ class _Stub:
 
     def __init__(self, rewards):
         self.rollouts = _StubRollouts(rewards)
-
-    def timed(self, name):
-        return contextlib.nullcontext()
+        self.timing = types.SimpleNamespace(phase=lambda name: contextlib.nullcontext())
 
 
 NODE = types.SimpleNamespace(prompts=["a", "b"], raw_prompts=["a"], item={})

@@ -76,7 +76,7 @@ def test_greedy_baseline_is_the_reward_of_an_independent_greedy_rollout(tmp_path
     trainer = _remax(tmp_path)
     batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
     samples = [rec.samples[0][0] for rec in batch.records]
-    greedy = dataclasses.replace(trainer.sampling_params(), do_sample=False)
+    greedy = dataclasses.replace(trainer.rollouts.sampling_params(), do_sample=False)
     texts = []
     for agent in range(2):
         formatted = [trainer.formatters[agent](item) for item in PROMPTS[:2]]

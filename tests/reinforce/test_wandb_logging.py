@@ -45,9 +45,9 @@ def test_offline_wandb_run_has_metric_keys(tmp_path, monkeypatch):
         "tags": ["test"],
     }
     trainer.train()
-    run_id = trainer.logger.wandb_run_id
+    run_id = trainer.reporting.logger.wandb_run_id
     assert run_id
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     blob = _wait_for_keys(tmp_path / "wb", run_id)
     for key in KEYS:
         assert key.encode() in blob, key

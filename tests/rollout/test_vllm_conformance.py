@@ -17,7 +17,11 @@ from tests.rollout.fake_engine import FakeEngine
 def fake_trainer(models, tokenizers, options=None):
     args = SimpleNamespace(rollout_backend_options=options, seed=0)
     return SimpleNamespace(
-        args=args, agents=models, tokenizers=tokenizers, dist=SimpleNamespace(sharding=None)
+        args=args,
+        agents=models,
+        tokenizers=tokenizers,
+        dist=SimpleNamespace(sharding=None),
+        sync=SimpleNamespace(sharded=None),
     )
 
 

@@ -193,7 +193,7 @@ class ActorCriticTrainerBase(TrainerBase):
             records.append(
                 Record(
                     mine,
-                    max(nodes[j].env_step for j in ids),
+                    max(nodes[j].step for j in ids),
                     joint=[js for j in ids for js in joint[j]],
                     metrics=episode_metrics(self.metrics_callback, [nodes[j] for j in ids], mine),
                 )

@@ -201,7 +201,7 @@ class MAACTrainer(ActorCriticTrainerBase):
                             input_ids=list(ids[j][k]),
                             old_value=float(values[a][j][k]),
                             target=td_target(reward, next_value, gamma),
-                            env_step=node.env_step,
+                            step=node.step,
                         )
                     )
             out.append(per_node)

@@ -43,7 +43,7 @@ class RolloutSample:
     value_target: float | None
     turn_idx: int
     generation_idx: int = 0
-    env_step: int = 0
+    step: int = 0
     reference_kl: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     # Per-token log-probs of the completion under the rollout policy (`policy_loss="ppo"`).
@@ -94,7 +94,7 @@ def _view(node: TreeNode, action: int, agent: int, k: int, group: ValueGroup | N
         value_target=None,
         turn_idx=node.turn,
         generation_idx=k,
-        env_step=node.env_step,
+        step=node.step,
         metadata=metadata,
     )
     if group is None:
@@ -125,7 +125,7 @@ class JointSample:
     input_ids: list[int]
     old_value: float
     target: float
-    env_step: int = 0
+    step: int = 0
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for checkpoints."""

@@ -83,7 +83,7 @@ def check_output_dir(path: Any, field: str = "output_dir") -> None:
         )
 
 
-def check_agent_count(agents: Any, num_agents: Any, trainer_cls: type) -> None:
+def check_agent_count(agents: Any, num_agents: Any, trainer_cls: type[Any]) -> None:
     """``agents=[...]`` and an explicit ``num_agents`` must agree.
 
     Trainers whose signature defaults ``num_agents`` to a number cannot tell that default from

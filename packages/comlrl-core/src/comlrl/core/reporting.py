@@ -3,9 +3,9 @@ cadence of training records, metric reduction over ranks, sampled completions an
 bars.
 
 :class:`Reporting` is the trainer's ``reporting`` collaborator. It reads from its trainer the
-config (``args``, ``global_args``), ``dist``, ``timing``, ``env_step``, ``wandb_config``,
+config (``args``, ``global_args``), ``dist``, ``timing``, the run state, ``wandb_config``,
 ``verbose``, the rollout backend's diagnostics, and what the family declares about its reports:
-``algorithm_name``, ``run_config()``, ``stage_name()``, ``num_stages()``, ``progress_unit``,
+``algorithm_name``, ``run_config()``, ``stage_label``, ``num_stages()``, ``progress_unit``,
 ``progress_metric`` and ``timing_idle_throughput``.
 """
 
@@ -21,13 +21,14 @@ from typing import Any
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import step_count
 from comlrl.core.rewards.report import record_reward_metrics, turn_metrics
 
 
-def mean_over_ranks(metrics: dict[str, Any], dist: Any, env_step: int) -> dict[str, float]:
+def mean_over_ranks(metrics: dict[str, Any], dist: Any, step: int) -> dict[str, float]:
     """``metrics`` averaged over the ranks of ``dist``; every rank must pass the same keys (a
-    RuntimeError naming them, at ``env_step``, otherwise)."""
+    RuntimeError naming them, at ``step``, otherwise)."""
     keys = sorted(metrics)
     # A checksum of the key set rides along, so ranks logging different keys fail loudly
     # instead of averaging unrelated numbers.
@@ -35,7 +36,7 @@ def mean_over_ranks(metrics: dict[str, Any], dist: Any, env_step: int) -> dict[s
     reduced = reduce_metrics({**metrics, "\x00keys": tag}, dist)
     if reduced.pop("\x00keys") != tag:
         raise RuntimeError(
-            f"Ranks logged different metric keys at env step {env_step} (rank "
+            f"Ranks logged different metric keys at env step {step} (rank "
             f"{dist.rank}: {keys}); every rank must log the same metrics."
         )
     return reduced
@@ -52,13 +53,16 @@ class Reporting:
         self.trainer = trainer
         self.logger: MetricLogger | None = None
         self.run_dir: str | None = None
-        # The logging cadence's mark (see log_due); it travels in checkpoints.
-        self.last_log_step = -1
         # The mean training reward of the latest collected batch (the progress bar shows it).
         self.last_reward_mean: float | None = None
         self.record_extras: list[Callable[[], dict[str, Any]]] = []
         self._pending_completions: list[dict[str, Any]] | None = None
         self._announced = False
+
+    @property
+    def state(self) -> RunState:
+        """The run state whose env step records are logged at and whose marks it keeps."""
+        return self.trainer.run_state
 
     # ----------------------------------------------------------------- the logger
     def _default_run_dir(self) -> str:
@@ -107,7 +111,7 @@ class Reporting:
         """Tell the sinks with a run of their own where the final models were saved
         (``final_model_saved``, as 1.4.3 logged to W&B); nothing before a logger exists."""
         if self.logger is not None:
-            self.logger.note({"final_model_saved": str(output_dir)}, self.trainer.env_step)
+            self.logger.note({"final_model_saved": str(output_dir)}, self.state.environment_steps)
 
     def log_metrics(
         self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
@@ -125,7 +129,7 @@ class Reporting:
                 metrics.update(extra())
         if reduce and t.dist.is_distributed:
             metrics = self.reduced(metrics)
-        self.ensure_logger().log(metrics, t.env_step if step is None else step)
+        self.ensure_logger().log(metrics, self.state.environment_steps if step is None else step)
 
     def take_timings(self) -> dict[str, float]:
         """``timing/<phase>`` seconds and ``throughput/tokens_per_s`` since the previous
@@ -138,12 +142,12 @@ class Reporting:
         ``steps_unit`` is at least ``logging_steps`` past the last logged one (every record
         when it is <= 1). ``step`` is the record's env step, the count under
         ``steps_unit='env'``. Marks the count as logged when it is due."""
-        a = self.trainer.args
+        a, state = self.trainer.args, self.state
         if a.steps_unit == "optimizer":
-            step = step_count(self.trainer)
-        every, last = a.logging_steps, self.last_log_step
+            step = step_count(a.steps_unit, state)
+        every, last = a.logging_steps, state.log_mark
         if every <= 1 or last < 0 or step - last >= every:
-            self.last_log_step = step
+            state.log_mark = step
             return True
         return False
 
@@ -169,9 +173,7 @@ class Reporting:
             over = getattr(self.trainer, "turn_metrics_over", None)
             per_turn = turn_metrics(samples, over, self.trainer.args)
             metrics = {**per_turn, **metrics, **record_reward_metrics(samples)}
-        monitors = getattr(self.trainer, "monitors", None)
-        if monitors is not None:
-            metrics = monitors.after_update(samples, metrics, step)
+        metrics = self.trainer.monitors.after_update(samples, metrics, step)
         return self.log_training(metrics, step)
 
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
@@ -184,7 +186,7 @@ class Reporting:
 
     def reduced(self, metrics: dict[str, Any]) -> dict[str, float]:
         """``metrics`` averaged over ranks; ranks that log different keys fail loudly."""
-        return mean_over_ranks(metrics, self.trainer.dist, self.trainer.env_step)
+        return mean_over_ranks(metrics, self.trainer.dist, self.state.environment_steps)
 
     # ----------------------------------------------------------------- completions
     @property
@@ -217,7 +219,7 @@ class Reporting:
         t = self.trainer
         return tqdm(
             total=total,
-            desc=f"{t.algorithm_name} {t.stage_name()} {stage + 1}/{t.num_stages()}",
+            desc=f"{t.algorithm_name} {t.stage_label} {stage + 1}/{t.num_stages()}",
             unit=t.progress_unit,
             disable=not getattr(t, "verbose", True) or not t.is_main_process,
             dynamic_ncols=True,
@@ -227,5 +229,6 @@ class Reporting:
         """Show the latest training reward on the bar, under the family's ``progress_metric``."""
         if self.last_reward_mean is not None:
             t = self.trainer
-            postfix = {t.progress_metric: f"{self.last_reward_mean:.3f}", "env_step": t.env_step}
+            step = self.state.environment_steps
+            postfix = {t.progress_metric: f"{self.last_reward_mean:.3f}", "env_step": step}
             bar.set_postfix(postfix, refresh=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import nullcontext
+from typing import Any
 
 from comlrl.core.distributed import barrier
 
@@ -22,7 +23,8 @@ def main_process_only(method):
             return method(self, *args, **kwargs)
         result = None
         # Sharded agents are gathered into full tensors on every rank before rank 0 saves.
-        view = self.sharded.full_view() if self.sharded is not None else nullcontext()
+        sharded = self.sync.sharded
+        view = sharded.full_view() if sharded is not None else nullcontext()
         try:
             with view:
                 if self.dist.is_main:
@@ -35,5 +37,7 @@ def main_process_only(method):
             barrier(self.dist)
         return result
 
-    wrapper._main_process_only = True
+    # Marks the method as wrapped, so that TrainerBase.__init_subclass__ wraps it once.
+    marked: Any = wrapper
+    marked._main_process_only = True
     return wrapper

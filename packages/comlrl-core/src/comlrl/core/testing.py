@@ -13,6 +13,7 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -166,8 +167,9 @@ def build_config(
     """A transformers config for a tiny model of the given architecture."""
     if size not in _SIZES:
         raise ValueError(f"size must be one of {sorted(_SIZES)}, got {size!r}.")
-    dims = _SIZES[size]
-    common = dict(
+    # Keyword arguments of several config classes: typed loosely, as transformers reads them.
+    dims: dict[str, Any] = dict(_SIZES[size])
+    common: dict[str, Any] = dict(
         vocab_size=vocab_size,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,

@@ -237,8 +237,10 @@ class PreferenceTrainerBase(TrainerBase):
         """Epochs, or the online iterations of an iterative trainer."""
         return self.args.num_online_iterations if self.online is not None else super().num_stages()
 
-    def stage_name(self) -> str:
-        return "iteration" if self.online is not None else super().stage_name()
+    @property
+    def stage_label(self) -> str:
+        """What a stage is called in progress bars: an online iteration, or an epoch."""
+        return "iteration" if self.online is not None else "epoch"
 
     def end_stage(self, stage: int) -> None:
         """After an online iteration, snapshot the policy (when snapshots are kept)."""
@@ -254,15 +256,12 @@ class PreferenceTrainerBase(TrainerBase):
     def eval_due(self, unit) -> bool:
         """Evaluate before every ``eval_interval``-th training unit."""
         every = self.args.eval_interval
-        if not every or not self.can_evaluate():
-            return False
-        return self.units_done % every == 0
+        return bool(every) and self.units_done % every == 0
 
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, units of the current stage) for checkpoint cursor checks; the unit count is
         None until the stage's data exists."""
-        units = self.stage_units
-        return self.num_stages(), None if units is None else len(units)
+        return self.num_stages(), self.run_state.stage_size
 
     # ------------------------------------------------------------------ resumable state
     def state_dict(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def score_joint_agents(trainer: Any, texts, prompts, items):
     comps = [[x for j in range(len(items)) for x in texts[i][j]] for i in range(len(texts))]
     flat_prompts = [prompts[j] for j in range(len(items)) for _ in range(counts[j])]
     flat_items = [items[j] for j in range(len(items)) for _ in range(counts[j])]
-    with trainer.timed("reward"):
+    with trainer.timing.phase("reward"):
         raw, processed = trainer.reward_caller.score_raw_and_processed(
             comps, prompts=flat_prompts, batch_items=flat_items
         )

@@ -212,7 +212,7 @@ class ComparatorPairing:
             chunk = list(items[start : start + per_call])
             target = sample_candidates(t, chunk, n_t, params)
             actor_prompts = [[s.prompt for s in target[i]] for i in range(t.num_agents)]
-            with t.timed("generate"):
+            with t.timing.phase("generate"):
                 comp = comparator.generate(chunk, actor_prompts, n_c, params, self._next_seed())
             # sampled comparator tokens count towards throughput/tokens_per_s (API text: none)
             t.timing.add_tokens(sum(len(ids) for per in comp for c in per for ids in c.ids or []))

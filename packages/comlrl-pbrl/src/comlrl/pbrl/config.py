@@ -143,12 +143,12 @@ class MADPOConfig(CommonConfig):
     )
     use_environment_step: bool = knob(
         True,
-        help="Count `env_step` by trained pairs (`environment_steps_per_pair` each); False adds "
+        help="Count env steps by trained pairs (`environment_steps_per_pair` each); False adds "
         "1 per update.",
         check=Boolean(),
     )
     environment_steps_per_pair: int = knob(
-        2, help="How much `env_step` grows per trained pair.", check=Integer(1)
+        2, help="How much the env step count grows per trained pair.", check=Integer(1)
     )
     # --- beyond the reference ---
     reference_free: bool = knob(

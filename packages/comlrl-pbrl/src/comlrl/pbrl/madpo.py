@@ -248,7 +248,7 @@ class MADPOTrainer(PreferenceTrainerBase):
         """
         if not pairs:
             return
-        with self.timed("update"):
+        with self.timing.phase("update"):
             self._attach_reference_logps(pairs)
 
     def _attach_reference_logps(self, pairs: Sequence[PreferencePair]) -> None:
@@ -340,9 +340,9 @@ class MADPOTrainer(PreferenceTrainerBase):
         metrics = self.dpo_update(pairs)
         if a.use_environment_step:
             # Each rank trains on an equal share of the update's pairs.
-            self.env_step += a.environment_steps_per_pair * len(pairs) * self.dist.world_size
+            self.run_state.advance(a.environment_steps_per_pair * len(pairs) * self.dist.world_size)
         else:
-            self.env_step += 1
+            self.run_state.advance(1)
         if metrics is None:
             return None
         metrics["pairs/winner_reward_mean"] = float(np.mean([p.winner_reward for p in pairs]))
@@ -350,7 +350,7 @@ class MADPOTrainer(PreferenceTrainerBase):
         metrics["pairs/candidate_reward_mean"] = float(
             np.mean([p.candidate_reward_mean for p in pairs])
         )
-        metrics["dpo/skipped_nonfinite"] = float(self.skipped_nonfinite)
+        metrics["dpo/skipped_nonfinite"] = float(self.run_state.skipped_nonfinite)
         self.reporting.last_reward_mean = metrics["dpo/accuracy"]
         return metrics
 

@@ -4,7 +4,7 @@ The RL phase is any registered algorithm (``rl_algorithm``: magrpo, mareinforce,
 marloo from comlrl-reinforce; iac, maac from comlrl-ac), found through the algorithm registry,
 so comlrl-pbrl depends on neither family. The RL algorithm is built once, in ``__init__``, on
 the same agent objects; MARLHF's ``collect`` and ``update`` are its own, driven by the core
-loop (:mod:`comlrl.pbrl.rl_phase`): one logger, one monotonic ``env_step``, and one checkpoint
+loop (:mod:`comlrl.pbrl.rl_phase`): one logger, one run state (a monotonic step count), and one checkpoint
 that holds the reward model and the RL algorithm's state.
 """
 
@@ -80,14 +80,11 @@ class MARLHFTrainer(PreferenceTrainerBase):
     default_config_cls = MARLHFConfig
     checkpoint_kind = "marlhf"
     rl_trainer: Any = None
-    _env_step = 0
 
     @property
     def turn_metrics_over(self) -> str | None:
         """As the RL algorithm logs its updates (the RL phase's records are its records)."""
         return getattr(self.rl_trainer, "turn_metrics_over", None)
-
-    _generation_kwargs: dict = {}
 
     inputs_cls = RLHFInputs
     run_config_keys = PreferenceTrainerBase.run_config_keys + ("rl_algorithm",)
@@ -208,6 +205,11 @@ class MARLHFTrainer(PreferenceTrainerBase):
             critic_source=self._critic_source,
             critics=critics,
         )
+        # The loop fills the RL algorithm's buffer: the same objects, so that the run has one
+        # buffer, and checkpoints restore it through either trainer.
+        rl = self.rl_trainer
+        self.rollout_buffer, self.shuffle_rng = rl.rollout_buffer, getattr(rl, "shuffle_rng", None)
+        self.sample_cls, self.joint_sample_cls = rl.sample_cls, rl.joint_sample_cls
 
     def _new_reward_optimizer(self):
         params = [p for p in self.reward_model.parameters() if p.requires_grad]
@@ -221,61 +223,6 @@ class MARLHFTrainer(PreferenceTrainerBase):
         """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``
         (a reward model of per-agent rewards: the mean of the agents' scores)."""
         return mean_joint_scores(self, prompts_per_actor, completions_per_actor)
-
-    # ------------------------------------------------------------------ the RL algorithm's counters
-    # One counter each for the run: MARLHF's env step, optimizer steps and rollout buffer are the
-    # RL algorithm's (before it exists, during set-up, MARLHF keeps its own env step).
-    @property
-    def env_step(self) -> int:
-        """Joint actions rolled out (the RL algorithm's counter)."""
-        return self._env_step if self.rl_trainer is None else self.rl_trainer.env_step
-
-    @env_step.setter
-    def env_step(self, value: int) -> None:
-        if self.rl_trainer is None:
-            self._env_step = value
-        else:
-            self.rl_trainer.env_step = value
-
-    @property
-    def agent_steps(self) -> dict[int, int]:
-        """Optimizer steps per agent (the RL algorithm's; the reward model's are not counted)."""
-        return {} if self.rl_trainer is None else getattr(self.rl_trainer, "agent_steps", {})
-
-    @agent_steps.setter
-    def agent_steps(self, value: dict[int, int]) -> None:
-        self.rl_trainer.agent_steps = value
-
-    @property
-    def rollout_buffer(self):
-        """The RL algorithm's buffer, which the loop fills in the RL phase."""
-        return None if self.rl_trainer is None else self.rl_trainer.rollout_buffer
-
-    @property
-    def sample_cls(self):
-        """How the RL algorithm's buffered samples checkpoint."""
-        return self.rl_trainer.sample_cls
-
-    @property
-    def joint_sample_cls(self):
-        """How the RL algorithm's buffered joint samples checkpoint."""
-        return self.rl_trainer.joint_sample_cls
-
-    @property
-    def shuffle_rng(self):
-        """The RL algorithm's buffer-shuffling RNG."""
-        return self.rl_trainer.shuffle_rng
-
-    @property
-    def generation_kwargs(self) -> dict:
-        """``train()``'s keyword arguments for ``generate``; the RL algorithm samples with them."""
-        return self._generation_kwargs
-
-    @generation_kwargs.setter
-    def generation_kwargs(self, value: dict) -> None:
-        self._generation_kwargs = value
-        if self.rl_trainer is not None:
-            self.rl_trainer.generation_kwargs = value
 
     @property
     def rl_stopped(self) -> bool:
@@ -304,7 +251,6 @@ class MARLHFTrainer(PreferenceTrainerBase):
             "reward_model_metrics": dict(self.reward_model_metrics),
             "rm_rng": [rng[0], list(rng[1]), rng[2]],
             "rl": self.rl_trainer.state_dict(),
-            "rl_env_step": self.rl_trainer.env_step,
             "rm_check": self.rm_check.state_dict(),
         }
 
@@ -315,7 +261,6 @@ class MARLHFTrainer(PreferenceTrainerBase):
         rng = state["rm_rng"]
         self.rm_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         self.rl_trainer.load_state_dict(state["rl"])
-        self.rl_trainer.env_step = int(state["rl_env_step"])
         if "rm_check" in state:
             self.rm_check.load_state_dict(state["rm_check"])
 
@@ -350,12 +295,13 @@ class MARLHFTrainer(PreferenceTrainerBase):
         if self.rl_stopped:
             return None
         if isinstance(unit, EndOfPass):
-            self.rl_trainer.end_stage(self.epoch)
+            self.rl_trainer.end_stage(self.run_state.epoch)
             if self.args.reward_model_onpolicy_check:
                 self.reporting.log_record(self.rm_check.end_epoch(self.args.rl_stop_accuracy))
             return None
         self.units_done += 1
         items = loop.materialize(self, loop.ItemBatch(unit.start, unit.count))
+        self.rl_trainer.generation_kwargs = self.generation_kwargs
         return self.rl_trainer.collect(items)
 
     def update(self, experience) -> dict[str, float] | None:

@@ -208,7 +208,9 @@ class OnlineIterations:
                 drift.write_iteration(run_subdir(t, None, "reward_distributions"), record)
             metrics.update(drift.summary_metrics(record))
             logger = t.reporting.ensure_logger()
-            logger.log_html(drift.html_plots(record), max(t.env_step, logger.last_step))
+            logger.log_html(
+                drift.html_plots(record), max(t.run_state.environment_steps, logger.last_step)
+            )
         t.reporting.log_record(metrics)
 
     # ------------------------------------------------------------------ resumable state

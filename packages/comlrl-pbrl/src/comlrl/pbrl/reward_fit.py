@@ -36,7 +36,7 @@ def fit_reward_model(trainer: Any, pairs) -> dict[str, float]:
         )
         # each epoch's record carries the reward model's training time as timing/update
         now = time.perf_counter()
-        t.add_timing("update", now - clock[0])
+        t.timing.add("update", now - clock[0])
         clock[0] = now
         t.reporting.log_record(epoch_metrics)
 
@@ -53,7 +53,7 @@ def fit_reward_model(trainer: Any, pairs) -> dict[str, float]:
         rng=t.rm_rng,
         log=log,
     )
-    t.add_timing("update", time.perf_counter() - clock[0])
+    t.timing.add("update", time.perf_counter() - clock[0])
     t.reward_model_trained = True
     t.reward_model_metrics = metrics
     return metrics

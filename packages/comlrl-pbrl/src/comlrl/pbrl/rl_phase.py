@@ -99,7 +99,8 @@ def rl_units(trainer: Any) -> list:
 def build_rl_algorithm(trainer: Any, cls: type, *, metrics_callback, critic_source, critics):
     """The RL algorithm ``cls`` built on MARLHF ``trainer``'s agents, tokenizers, data and
     formatters, with the reward model's score as its reward; it reports and times through the
-    trainer's collaborators (its timer then knows the phases of both)."""
+    trainer's collaborators (its timer then knows the phases of both) and counts in the
+    trainer's run state (one step count and one set of optimizer steps for the run)."""
     t = trainer
     fields = {f.name for f in dataclasses.fields(cls.inputs_cls)}
     values: dict[str, Any] = dict(
@@ -123,6 +124,7 @@ def build_rl_algorithm(trainer: Any, cls: type, *, metrics_callback, critic_sour
         values[key] = value
     rl = cls.from_inputs(cls.inputs_cls(**values))
     rl.verbose = False
+    rl.run_state = t.run_state
     t.timing_phases = tuple(dict.fromkeys((*t.timing_phases, *rl.timing_phases)))
     t.timing = rl.timing = PhaseTimer(t.timing_phases)
     rl.reporting = t.reporting

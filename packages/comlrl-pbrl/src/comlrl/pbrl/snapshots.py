@@ -24,7 +24,7 @@ def run_subdir(trainer: Any, configured: str | None, sub: str) -> str:
     if configured:
         return os.path.abspath(os.path.expanduser(configured))
     trainer.reporting.ensure_logger()
-    return os.path.abspath(os.path.join(trainer.run_dir, sub))
+    return os.path.abspath(os.path.join(trainer.reporting.run_dir, sub))
 
 
 def policy_dir(trainer: Any) -> str:

@@ -33,7 +33,7 @@ def greedy_baselines(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[float
     params = dataclasses.replace(
         trainer.rollouts.sampling_params(trainer.generation_kwargs), do_sample=False
     )
-    with trainer.timed(PHASE):
+    with trainer.timing.phase(PHASE):
         prompts = [[node.prompts[i] for node in nodes] for i in range(trainer.num_agents)]
         samples = trainer.rollouts.generate_per_agent(prompts, 1, params)
         completions = [[s.texts[0] for s in agent] for agent in samples]

@@ -7,7 +7,7 @@
       checkpoint-<seq>/       # seq counts saves over the whole run (resumes continue it)
         owner.json            # {"run_id", "sequence"}: which run wrote it
         manifest.json         # written last: identity, cursor, fingerprint, file sizes + digests
-        state.json            # every non-tensor value (cursor, env_step, family state, RNG, ...)
+        state.json            # every non-tensor value (run state, family state, RNG, ...)
         rng.safetensors       # torch/NumPy/CUDA generator states
         models/<name>/        # model.safetensors (+ config.json, generation_config.json, tokenizer)
         optimizers/optimizer_<i>.safetensors
@@ -96,9 +96,9 @@ def resolve_latest(directory: str) -> str:
     pointed = read_latest(directory)
     newest = newest_complete(directory)
     if pointed is not None and is_complete(pointed):
-        if newest is None or parse_sequence(os.path.basename(pointed)) >= parse_sequence(
-            os.path.basename(newest)
-        ):
+        pointed_seq = parse_sequence(os.path.basename(pointed))
+        newest_seq = None if newest is None else parse_sequence(os.path.basename(newest))
+        if newest_seq is None or (pointed_seq is not None and pointed_seq >= newest_seq):
             return pointed
     if newest is not None:
         return newest

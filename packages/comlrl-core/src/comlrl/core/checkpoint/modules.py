@@ -10,7 +10,7 @@ with ``from_pretrained`` like any saved model.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -18,6 +18,9 @@ from safetensors.torch import load_file, save_file
 
 from comlrl.core.checkpoint.errors import CorruptCheckpointError
 from comlrl.core.distributed.sharding import is_dtensor, like_placement
+
+if TYPE_CHECKING:
+    from torch.distributed.tensor import DTensor
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -35,7 +38,7 @@ def alias_map(models: dict[str, Any]) -> dict[str, str | None]:
 def _view_key(t: torch.Tensor):
     if is_dtensor(t):
         # A shard's storage identifies the tensor (tied weights share one sharded parameter).
-        key = _view_key(t.to_local())
+        key = _view_key(cast("DTensor", t).to_local())
         return None if key is None else (*key, tuple(t.shape))
     if t.numel() == 0:
         return None
@@ -109,7 +112,7 @@ def save_module(model: Any, directory: str, tokenizer: Any = None) -> dict[str, 
     )
     config = getattr(model, "config", None)
     is_hf = hasattr(model, "save_pretrained") and hasattr(config, "save_pretrained")
-    if is_hf:
+    if is_hf and config is not None:
         config.save_pretrained(directory)
         generation = getattr(model, "generation_config", None)
         if generation is not None and hasattr(generation, "save_pretrained"):

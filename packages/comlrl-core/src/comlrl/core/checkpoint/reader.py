@@ -168,7 +168,8 @@ class CheckpointReader:
 
 
 def read_checkpoint_metadata(path: str) -> dict[str, Any]:
-    """Identity of a checkpoint without loading tensors: sequence, run id, W&B id, cursor.
+    """Identity of a checkpoint without loading tensors: sequence, run id, W&B id, and the
+    manifest's cursor (epoch, position, global batch, env step).
 
     ``path`` may be anything :func:`~comlrl.core.checkpoint.layout.resolve_checkpoint` accepts.
     """
@@ -176,7 +177,6 @@ def read_checkpoint_metadata(path: str) -> dict[str, Any]:
 
     reader = CheckpointReader(resolve_checkpoint(path), verify=False)
     logger = reader.state.get("logger", {})
-    epoch, position = reader.cursor
     return {
         "path": reader.path,
         "version": reader.manifest["version"],
@@ -184,9 +184,7 @@ def read_checkpoint_metadata(path: str) -> dict[str, Any]:
         "sequence": reader.sequence,
         "run_id": reader.run_id,
         "reason": reader.manifest["reason"],
-        "epoch": epoch,
-        "position": position,
-        "env_step": reader.manifest["cursor"].get("env_step"),
+        **reader.manifest["cursor"],
         "wandb_run_id": logger.get("wandb_run_id"),
         "run_dir": logger.get("run_dir"),
     }

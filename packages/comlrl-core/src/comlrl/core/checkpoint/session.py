@@ -62,8 +62,10 @@ def check_checkpoint_arguments(
 ) -> tuple[int, int | None, int | None]:
     """The integer checkpoint arguments of ``train()``, checked and made plain ints; ``train()``
     checks them first, before it reads anything else."""
+    interval = _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False)
+    assert interval is not None  # allow_none=False returns an int or raises
     return (
-        _positive_int("checkpoint_interval", checkpoint_interval, allow_none=False),
+        interval,
         _positive_int("checkpoint_total_limit", checkpoint_total_limit, allow_none=True),
         _positive_int("checkpoint_every_batches", checkpoint_every_batches, allow_none=True),
     )
@@ -109,7 +111,7 @@ class CheckpointSession:
         self.last_path: str | None = None
         self._last_key: tuple | None = None
         self._fingerprint: dict[str, Any] | None = None
-        if self.fresh:
+        if resume_from_checkpoint is None:
             self.run_id = uuid.uuid4().hex
             self.sequence = 0
             self.wandb_run_id = None
@@ -120,14 +122,13 @@ class CheckpointSession:
             self.sequence = self.reader.sequence
             self.wandb_run_id = self.reader.state.get("logger", {}).get("wandb_run_id")
         if self.directory is not None:
-            self._prepare_directory()
+            self._prepare_directory(self.directory)
 
     # ------------------------------------------------------------------ directory
-    def _prepare_directory(self) -> None:
-        d = self.directory
+    def _prepare_directory(self, d: str) -> None:
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
-        if getattr(self.trainer, "is_main_process", True):
+        if self.trainer.is_main_process:
             # Only the saving process locks: it alone writes, and it alone clears leftovers.
             os.makedirs(d, exist_ok=True)
             lock_directory(d, self)
@@ -149,14 +150,14 @@ class CheckpointSession:
 
     def _commit(self) -> None:
         """Every check passed: clear what dead saves left, then let the caller know."""
-        if self.directory is not None and getattr(self.trainer, "is_main_process", True):
+        if self.directory is not None and self.trainer.is_main_process:
             clear_leftovers(self.directory)
         for callback in list(_checks_passed_callbacks):
             callback()
 
     def _start_clean_log(self) -> None:
         """A fresh run never appends to an older run's metrics log: that log is moved aside."""
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         inherited = getattr(logger, "inherited_records", 0)
         if logger is None or logger.jsonl is None or not inherited:
             return
@@ -239,7 +240,7 @@ class CheckpointSession:
         return out
 
     def _log_problems(self, reader: CheckpointReader) -> list[str]:
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         saved = reader.state["logger"]
         if logger is None or logger.jsonl is None:
             return []
@@ -271,7 +272,7 @@ class CheckpointSession:
         restore_rng(reader.tensors(RNG_FILE), state["rng"])
 
     def _rewind_log(self, saved: dict[str, Any]) -> None:
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         if logger is None:
             return
         if logger.jsonl is not None and logger.records_written < saved["records"]:
@@ -284,12 +285,12 @@ class CheckpointSession:
 
     # ------------------------------------------------------------------ saving
     def _key(self) -> tuple:
-        t = self.trainer
-        return (tuple(t.cursor), t.global_batch, t.env_step)
+        state = self.trainer.run_state
+        return (state.cursor, state.global_batch, state.environment_steps)
 
     def logger_state(self) -> dict[str, Any]:
         """Where the metrics log stands (records, last step, run dir, W&B run id)."""
-        logger = getattr(self.trainer, "logger", None)
+        logger = self.trainer.reporting.logger
         if logger is None:
             return {"records": 0, "last_step": -1, "run_dir": None, "wandb_run_id": None}
         return {
@@ -304,12 +305,12 @@ class CheckpointSession:
         ``checkpoint_dir``, or on a process that does not save)."""
         if self.directory is None:
             return None
-        sharded = getattr(self.trainer, "sharded", None)
+        sharded = self.trainer.sync.sharded
         if sharded is not None:
             # Every rank gathers the sharded agents and optimizer states; rank 0 writes them.
             with sharded.full_view(self.trainer.optimizers_list()):
-                return self._save_main(reason)
-        return self._save_main(reason)
+                return self._save_main(self.directory, reason)
+        return self._save_main(self.directory, reason)
 
     def save_at(self, target: str, reason: str = "manual") -> str | None:
         """Write a checkpoint of the trainer as it is now into the directory ``target``,
@@ -323,7 +324,7 @@ class CheckpointSession:
         return self._save_at_main(target, reason)
 
     def _save_at_main(self, target: str, reason: str) -> str | None:
-        if not getattr(self.trainer, "is_main_process", True):
+        if not self.trainer.is_main_process:
             return None
         with preserved_rng():
             return write_checkpoint_at(self.trainer, target, replace=True, **self._fields(reason))
@@ -339,16 +340,16 @@ class CheckpointSession:
             logger_state=self.logger_state(),
         )
 
-    def _save_main(self, reason: str) -> str | None:
-        if not getattr(self.trainer, "is_main_process", True):
+    def _save_main(self, directory: str, reason: str) -> str | None:
+        if not self.trainer.is_main_process:
             return None
         if self._last_key == self._key() and self.last_path is not None:
             return self.last_path  # nothing happened since the last save
         self.sequence += 1
         with preserved_rng():
-            path = write_checkpoint(self.trainer, self.directory, **self._fields(reason))
+            path = write_checkpoint(self.trainer, directory, **self._fields(reason))
         protect = {self.resumed_from} if self.resumed_from else set()
-        for removed in rotate(self.directory, self.run_id, self.limit, protect):
+        for removed in rotate(directory, self.run_id, self.limit, protect):
             _log.info("Removed old checkpoint %s.", removed)
         self.last_path = path
         self._last_key = self._key()
@@ -358,18 +359,19 @@ class CheckpointSession:
     def after_batch(self) -> None:
         """Save every ``save_steps`` steps (:mod:`comlrl.core.loop.step_cadence`), and inside an
         epoch every ``checkpoint_every_batches`` batches."""
-        if self.save_steps is not None and due(self.trainer, "save", self.save_steps):
+        state, unit = self.trainer.run_state, self.trainer.args.steps_unit
+        if self.save_steps is not None and due(state, unit, "save", self.save_steps):
             self.save("steps")
             return
-        if not self.every_batches or self.trainer.global_batch % self.every_batches:
+        if not self.every_batches or state.global_batch % self.every_batches:
             return
         size = self.trainer.checkpoint_loop_limits()[1]
-        if size is None or self.trainer.cursor[1] < size:
+        if size is None or state.cursor[1] < size:
             self.save("batches")
 
     def after_epoch(self, last: bool) -> None:
         """Save after every ``checkpoint_interval``-th epoch and after the last one."""
-        completed = self.trainer.cursor[0]
+        completed = self.trainer.run_state.cursor[0]
         if last or (self.epoch_saves and completed % self.interval == 0):
             self.save("final" if last else "epoch")
 

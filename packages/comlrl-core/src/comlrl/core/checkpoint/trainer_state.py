@@ -4,11 +4,11 @@
 models, tokenizers, optimizers, schedulers and extra state through the trainer's hooks
 (``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``, ``schedulers_list``,
 ``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
-this class captures and restores the state the core owns (the logging mark, the non-finite and
-optimizer step counters, the reward call mode ``auto`` settled on, the LR schedules of
-``lr_scheduler_type``, the rollout buffer and its shuffling RNG, the monitors' series), the
-loop's position, and the user callbacks with state, and opens the checkpoint session of a
-``train()`` call.
+this class captures and restores the state the core owns (the reward call mode ``auto``
+settled on, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its shuffling
+RNG, the monitors' series), the run state (:class:`~comlrl.core.loop.run_state.RunState`,
+whole), and the user callbacks with state, and opens the checkpoint session of a ``train()``
+call.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from typing import Any
 import torch
 
 from comlrl.core.loop.buffer import RolloutBuffer
-from comlrl.core.loop.step_cadence import cadence_state, load_cadence_state
-from comlrl.core.training.schedule import load_scheduler_states, scheduler_states
+from comlrl.core.loop.step_cadence import restart_marks
 
 # The keys of :meth:`Checkpointing.core_state` that belong to the algorithm taking the steps:
-# its optimizer-step counts, its rollout buffer and the buffer's shuffling RNG. A trainer that
-# drives another algorithm's steps (MARLHF's RL phase) keeps them in that algorithm's state.
-STEP_STATE_KEYS = ("agent_steps", *RolloutBuffer.STATE_KEYS, "shuffle_rng")
+# its rollout buffer and the buffer's shuffling RNG. A trainer that drives another algorithm's
+# steps (MARLHF's RL phase) keeps them in that algorithm's state.
+STEP_STATE_KEYS = (*RolloutBuffer.STATE_KEYS, "shuffle_rng")
 
 
 class Checkpointing:
@@ -149,69 +148,48 @@ class Checkpointing:
         }
 
     def core_state(self) -> dict[str, Any]:
-        """The core's part of the family state, as plain data: the logging mark and the
-        non-finite counter, the reward call mode ``auto`` settled on, the optimizer step
-        counts, the LR schedules, the rollout buffer with its shuffling RNG, and the monitors'
-        series. ``TrainerBase.state_dict`` returns it, and families extend
+        """The core's part of the family state, as plain data: the reward call mode ``auto``
+        settled on, the LR schedules, the rollout buffer with its shuffling RNG, and the
+        monitors' series. ``TrainerBase.state_dict`` returns it, and families extend
         that (their keys sit next to these in a checkpoint's family state)."""
         t = self.trainer
-        state: dict[str, Any] = {
-            "last_train_log_step": t.reporting.last_log_step,
-            "skipped_nonfinite": t.skipped_nonfinite,
-        }
+        state: dict[str, Any] = {}
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
             state["reward_call_mode"] = caller.call_mode
-        steps = getattr(t, "agent_steps", None)
-        if steps:
-            state["agent_steps"] = sorted([int(a), int(n)] for a, n in steps.items())
-        schedules = scheduler_states(t)
+        schedules = t.lr_schedules.state_dict(t.optimizers_list())
         if schedules:
             state["lr_schedulers"] = schedules
         if t.rollout_buffer is not None:
             joint = t.joint_sample_cls.to_state if t.joint_sample_cls else None
             state.update(t.rollout_buffer.state_dict(t.sample_cls.to_state, joint))
             state["shuffle_rng"] = t.shuffle_rng.getstate()
-        monitors = getattr(t, "monitors", None)
-        if monitors is not None:
-            state["monitors"] = monitors.state_dict()
+        state["monitors"] = t.monitors.state_dict()
         return state
 
     def load_core_state(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`core_state`."""
         t = self.trainer
-        t.reporting.last_log_step = int(state["last_train_log_step"])
-        t.skipped_nonfinite = int(state["skipped_nonfinite"])
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
             caller.restore_mode(state["reward_call_mode"])
-        t.agent_steps = {int(a): int(n) for a, n in state.get("agent_steps", [])}
-        load_scheduler_states(t, state.get("lr_schedulers", []))
+        t.lr_schedules.load_state_dict(t.optimizers_list(), state.get("lr_schedulers", []), t.args)
         if t.rollout_buffer is not None:
             joint = t.joint_sample_cls.from_state if t.joint_sample_cls else None
             t.rollout_buffer.load_state_dict(state, t.sample_cls.from_state, joint)
             rng = state["shuffle_rng"]
             t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
-        monitors = getattr(t, "monitors", None)
-        if monitors is not None:
-            monitors.load_state_dict(state["monitors"])
+        t.monitors.load_state_dict(state["monitors"])
 
     def loop_state(self) -> dict[str, Any]:
-        """The loop's position: data cursor, units done, the env step counter and the marks
-        of the step cadences (:mod:`comlrl.core.loop.step_cadence`)."""
+        """The run state, whole, and the ``steps_unit`` its cadence marks count in."""
         t = self.trainer
-        return {
-            "cursor": list(t.cursor),
-            "global_batch": int(t.global_batch),
-            "env_step": int(t.env_step),
-            "cadence": cadence_state(t),
-        }
+        return {"run": t.run_state.state_dict(), "steps_unit": t.args.steps_unit}
 
     def load_loop_state(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`loop_state`; runs after the family state, because the cadence
-        marks are checked against the restored counters."""
+        """Inverse of :meth:`loop_state`: marks counted in another ``steps_unit`` restart
+        (:func:`comlrl.core.loop.step_cadence.restart_marks`)."""
         t = self.trainer
-        t.cursor = (int(state["cursor"][0]), int(state["cursor"][1]))
-        t.global_batch = int(state["global_batch"])
-        t.env_step = int(state["env_step"])
-        load_cadence_state(t, state["cadence"], t.reporting.last_log_step)
+        t.run_state.load_state_dict(state["run"])
+        if state["steps_unit"] != t.args.steps_unit:
+            restart_marks(t.run_state, t.args.steps_unit)

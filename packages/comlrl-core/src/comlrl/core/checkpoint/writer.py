@@ -25,6 +25,7 @@ from comlrl.core.checkpoint.modules import WEIGHTS_FILE, alias_map, save_module
 from comlrl.core.checkpoint.optim import optimizer_payload
 from comlrl.core.checkpoint.reader import FORMAT, VERSION, file_sha256
 from comlrl.core.checkpoint.rng import capture_rng
+from comlrl.core.loop.run_state import RunState
 
 
 def _write_text(path: str, text: str) -> None:
@@ -139,12 +140,7 @@ def write_checkpoint_at(
             "reason": reason,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "trainer": fingerprint["trainer"],
-            "cursor": {
-                "epoch": loop_state["cursor"][0],
-                "position": loop_state["cursor"][1],
-                "global_batch": loop_state["global_batch"],
-                "env_step": loop_state["env_step"],
-            },
+            "cursor": RunState.manifest_cursor(loop_state["run"]),
             "files": _file_table(staging),
             "fingerprint": fingerprint,
         }

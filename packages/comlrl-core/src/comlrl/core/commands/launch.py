@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.checkpoint.layout import LATEST, MANIFEST, newest_complete, resolve_checkpoint
 from comlrl.core.config.run_file import (
@@ -21,6 +21,9 @@ from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.plugins import load_algorithm, load_task
 from comlrl.core.rewards import RewardProcessors
 from comlrl.core.task import TaskSpec
+
+if TYPE_CHECKING:
+    from comlrl.core.config.base import CommonConfig
 
 DEFAULT_RUN: dict[str, Any] = {
     "algorithm": "magrpo",
@@ -80,7 +83,7 @@ DEFAULT_RUN: dict[str, Any] = {
 _SAMPLING_KEYS = SAMPLING_KEYS
 
 
-def carried_fields(config_cls: type) -> set[str]:
+def carried_fields(config_cls: type[CommonConfig]) -> set[str]:
     """The fields of ``config_cls`` that a section of defaults written for another algorithm
     carries over (``comlrl train --algo``): all it has, except ``num_train_epochs`` where it
     counts epochs per online iteration, since the other algorithm's epochs are a whole run's
@@ -296,7 +299,10 @@ def _has_checkpoint(checkpoint_dir: str) -> bool:
 
 
 def _checkpoint_time(checkpoint_dir: str) -> float:
-    return os.path.getmtime(os.path.join(newest_complete(checkpoint_dir), MANIFEST))
+    newest = newest_complete(checkpoint_dir)
+    if newest is None:
+        raise ValueError(f"{checkpoint_dir} holds no complete checkpoint.")
+    return os.path.getmtime(os.path.join(newest, MANIFEST))
 
 
 def _run_checkpoint_dir(run_dir: str, run: dict[str, Any] | None = None) -> str:
@@ -415,8 +421,8 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
                 checkpoint_total_limit=ckpt["total_limit"],
                 checkpoint_every_batches=ckpt["every_batches"],
             )
-        if getattr(trainer, "interrupted", False):
-            saved = trainer.last_checkpoint is not None
+        if trainer.run_state.interrupted:
+            saved = trainer.run_state.last_checkpoint is not None
             raise RunInterrupted(run_dir, run_files.resume_command(run_dir) if saved else None)
         if output.get("save_final_model", True):
             trainer.save_model(os.path.join(run_dir, "agents"))
@@ -427,7 +433,7 @@ def run_training(run: dict[str, Any], resume: str | None = None) -> str:
     finally:
         # The command owns its W&B run: finish it here, so a caller that runs the CLI twice in
         # one process (tests, notebooks) does not log into the previous run.
-        logger = getattr(trainer, "logger", None)
+        logger = trainer.reporting.logger if trainer is not None else None
         if logger is not None:
             logger.close()
     return run_dir

@@ -65,10 +65,11 @@ def load_reference_models_from_sources(
     from transformers import AutoModelForCausalLM
 
     kwargs = dict(model_kwargs or {})
-    return [
-        freeze_model(AutoModelForCausalLM.from_pretrained(source, **kwargs).to(device))
-        for source, device in zip(model_sources, devices, strict=True)
-    ]
+    models = []
+    for source, device in zip(model_sources, devices, strict=True):
+        model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        models.append(freeze_model(model.to(device)))
+    return models
 
 
 def _response_logps(model: Any, sequences, attention_mask, prompt_len: int, response_len: int):

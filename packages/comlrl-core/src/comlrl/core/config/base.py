@@ -491,10 +491,12 @@ class CommonConfig:
                     value.metadata = MappingProxyType({**inherited.metadata, **value.metadata})
             elif value is not dataclasses.MISSING:
                 # A new default for an inherited knob keeps its help text and check.
-                setattr(cls, name, knob(value, help=help_of(inherited), check=check_of(inherited)))
+                text = help_of(inherited)
+                assert text is not None  # knobs without help were skipped above
+                setattr(cls, name, knob(value, help=text, check=check_of(inherited)))
 
     def __post_init__(self) -> None:
-        checks = [(f.name, check_of(f)) for f in dataclasses.fields(self) if check_of(f)]
+        checks = [(f.name, c) for f in dataclasses.fields(self) if (c := check_of(f)) is not None]
         # Checks that read other fields see those fields already checked and normalized.
         for name, check in sorted(checks, key=lambda item: item[1].reads_config):
             setattr(self, name, check(name, getattr(self, name), self))

@@ -168,7 +168,7 @@ class Choice(Check):
 
     def __init__(
         self,
-        choices: Sequence[str] | Callable[[type], Sequence[str]],
+        choices: Sequence[str] | Callable[[Any], Sequence[str]],
         aliases: dict[str, str] | None = None,
         *,
         optional: bool = False,

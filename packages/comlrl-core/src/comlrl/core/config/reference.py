@@ -76,7 +76,7 @@ def field_row(cls: type, field: dataclasses.Field) -> tuple[str, str, str, str, 
 
 
 def _rows(cls: type, parent: type | None) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     before = {}
     if parent is not None:
         before = {f.name: field_row(parent, f) for f in dataclasses.fields(parent)}

@@ -144,7 +144,8 @@ class RunFile:
 
     algorithm: str = "magrpo"
     task: TaskSection | str | None = None
-    agent_model: AgentModelSection | str | None = None
+    # AgentModelSection is built by make_dataclass, a class mypy cannot see.
+    agent_model: AgentModelSection | str | None = None  # type: ignore[valid-type]
     agents: list | None = None
     critic_model: ModelSection | None = None
     critics: list | None = None
@@ -273,9 +274,8 @@ def _check_task_options(run: Mapping[str, Any]) -> None:
 
     task = run.get("task")
     if not isinstance(task, Mapping) or not task.get("name"):
-        options = None
-    else:
-        options = task.get("options")
+        return
+    options = task.get("options")
     if not options:
         return
     declared = getattr(load_task(str(task["name"])), "option_names", None)

@@ -8,12 +8,15 @@ groups, the FSDP-sharded agents (when the run shards them) and the sync hooks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from comlrl.core.distributed import DistributedContext, all_reduce_gradients, pooled_mean_std
 from comlrl.core.placement.devices import current_worker
+
+if TYPE_CHECKING:
+    from comlrl.core.distributed.sharding import ShardedAgents
 
 
 class GradientSync:
@@ -29,7 +32,7 @@ class GradientSync:
         self.dist = dist
         self.worker_groups = list(worker_groups)
         self.owner = owner
-        self.sharded = None
+        self.sharded: ShardedAgents | None = None
         self.hooks: list = []
 
     def gradients(self, parameters) -> list:
@@ -73,7 +76,9 @@ class GradientSync:
         it at the same point."""
         if not self.dist.is_distributed:
             return float(value)
-        ((mean, _, count),) = self.pooled_moments([torch.tensor([float(value)])])
+        moments = self.pooled_moments([torch.tensor([float(value)])])
+        assert moments is not None  # None only in one process, handled above
+        ((mean, _, count),) = moments
         return mean * count
 
     def _collective_group(self):

@@ -26,7 +26,7 @@ def per_rank_config(args: Any, ctx: DistributedContext) -> Any:
     """
     if not ctx.is_distributed:
         return args
-    if not dataclasses.is_dataclass(args):
+    if not dataclasses.is_dataclass(args) or isinstance(args, type):
         raise ValueError(
             f"Multi-process training needs a dataclass config, got {type(args).__name__}."
         )

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from comlrl.core.distributed import DistributedContext
+
+if TYPE_CHECKING:
+    from torch.distributed.tensor import DTensor
 
 
 def is_dtensor(value: Any) -> bool:
@@ -40,7 +43,7 @@ def is_dtensor(value: Any) -> bool:
 def full_tensor(value: torch.Tensor) -> torch.Tensor:
     """The whole tensor behind a ``DTensor`` (a collective: every rank must call it), or
     ``value`` itself."""
-    return value.full_tensor() if is_dtensor(value) else value
+    return cast("DTensor", value).full_tensor() if is_dtensor(value) else value
 
 
 def full_state_dict(
@@ -56,7 +59,7 @@ def full_state_dict(
         for name, param in model.named_parameters(remove_duplicate=False):
             owner[name] = id(param)
     out: dict[str, Any] = {}
-    gathered: dict[int, torch.Tensor] = {}
+    gathered: dict[int, torch.Tensor | None] = {}  # None: gathered, not kept
     for key, value in state.items():
         if not is_dtensor(value):
             out[key] = value
@@ -65,11 +68,11 @@ def full_state_dict(
         if ident is not None and ident in gathered:
             out[key] = gathered[ident]  # a tied weight: gathered once, on every rank alike
             continue
-        full = value.full_tensor()
-        full = full.to("cpu") if keep else None
+        full = cast("DTensor", value).full_tensor()
+        kept = full.to("cpu") if keep else None
         if ident is not None:
-            gathered[ident] = full
-        out[key] = full
+            gathered[ident] = kept
+        out[key] = kept
     return out if keep else {}
 
 
@@ -223,12 +226,12 @@ class ShardedAgents:
                 patched.append(model)
         for optimizer in optimizers:
             state = optimizer.state_dict()
-            entries = {}
+            entries: dict[Any, dict[str, Any]] = {}
             for pid, entry in state["state"].items():
                 entries[pid] = {}
                 for k, v in entry.items():
                     if isinstance(v, torch.Tensor) and is_dtensor(v):
-                        v = v.full_tensor().to("cpu")
+                        v = cast("DTensor", v).full_tensor().to("cpu")
                     entries[pid][k] = v
             if keep:
                 state["state"] = entries

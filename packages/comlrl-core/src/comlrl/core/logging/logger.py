@@ -53,7 +53,9 @@ class MetricLogger:
         # Records an earlier run left in this run dir's log; a fresh run sets them aside.
         self.inherited_records = self.jsonl.count if self.jsonl is not None else 0
         # Sampled completions (see comlrl.core.logging.completions); a resume rewinds them.
-        self.completions = CompletionsLog(self.run_dir) if self.jsonl is not None else None
+        self.completions = (
+            CompletionsLog(self.run_dir) if self.jsonl is not None and self.run_dir else None
+        )
         self._completions_checked = False
 
     def destinations(self) -> list[str]:
@@ -69,8 +71,9 @@ class MetricLogger:
         """Open every sink that has a run of its own (``start``), continuing ``resume_id``;
         returns the W&B run id (what checkpoints keep), or None."""
         for sink in self.sinks.values():
-            if callable(getattr(sink, "start", None)):
-                sink.start(resume_id)
+            start = getattr(sink, "start", None)  # optional: sinks with a run of their own
+            if callable(start):
+                start(resume_id)
         return self.wandb_run_id
 
     @property
@@ -110,8 +113,9 @@ class MetricLogger:
         if not self.enabled or not figures:
             return
         for sink in self.sinks.values():
-            if callable(getattr(sink, "log_html", None)):
-                sink.log_html(figures, max(int(step), self.last_step))
+            log_html = getattr(sink, "log_html", None)  # optional: sinks that take figures
+            if callable(log_html):
+                log_html(figures, max(int(step), self.last_step))
 
     def log_completions(self, rows: list[dict[str, Any]], step: int) -> None:
         """Append sampled completions that belong to the metrics record just written at
@@ -159,9 +163,10 @@ class MetricLogger:
         kept = {}
         for name, sink in self.sinks.items():
             sink.close()
-            if callable(getattr(sink, "finish", None)):
+            finish = getattr(sink, "finish", None)  # optional: sinks with a run of their own
+            if callable(finish):
                 if not finish_wandb:
                     kept[name] = sink
                     continue
-                sink.finish()
+                finish()
         self.sinks = kept

@@ -57,7 +57,7 @@ class WandbSink:
             raise missing_package("wandb") from exc
         self._wandb = wandb
         self._init_kwargs = wandb_init_kwargs(options, run_config, default_name)
-        self.run = None
+        self.run: Any = None  # a wandb Run once started
         self.run_id: str | None = None
 
     def start(self, resume_id: str | None = None) -> str | None:
@@ -86,7 +86,8 @@ class WandbSink:
     def log_table(self, key: str, columns: list[str], data: list[list[Any]], step: int) -> None:
         """Log a ``wandb.Table`` of ``data`` rows under ``key`` at ``step``."""
         self.start()
-        self.run.log({key: self._wandb.Table(columns=columns, data=data)}, step=int(step))
+        header: list[str | int] = list(columns)  # what wandb.Table's signature names
+        self.run.log({key: self._wandb.Table(columns=header, data=data)}, step=int(step))
 
     def log_html(self, figures: dict[str, str], step: int) -> None:
         """Log each HTML or SVG text of ``figures`` as a ``wandb.Html`` under its key."""

@@ -135,6 +135,8 @@ def token_logprobs(
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
     temperature = check_temperature(temperature)
+    prompts: Sequence[Sequence[int]]
+    comps: Sequence[Sequence[int]]
     if dedupe:
         prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
     else:
@@ -149,9 +151,10 @@ def token_logprobs(
         mask = torch.cat([F.pad(lp.mask, (0, width - lp.mask.shape[1])) for _, lp in parts])
         sums = torch.cat([lp.sequence_sum() for _, lp in parts])
         entropy = None
-        if all(lp.entropy is not None for _, lp in parts):
+        entropies = [lp.entropy for _, lp in parts]
+        if all(e is not None for e in entropies):
             entropy = torch.cat(
-                [F.pad(lp.entropy, (0, width - lp.entropy.shape[1])) for _, lp in parts]
+                [F.pad(e, (0, width - e.shape[1])) for e in entropies if e is not None]
             )
         position = [0] * len(prompts)
         for k, u in enumerate(u for idx, _ in parts for u in idx):

@@ -42,6 +42,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 import torch.utils.checkpoint
@@ -80,8 +81,22 @@ class TokenLogprobs:
 
 # Whether the kernels called in this context also return token entropies (see the module docs):
 # None (no), or what every kernel forward is handed to (``_MEASURED``: to nothing).
-_MEASURED = object()
-_MEASURE_ENTROPY: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+class EntropySink(Protocol):
+    """What :func:`measuring_entropy` hands each kernel forward's entropies to."""
+
+    def add(self, entropy: torch.Tensor, mask: torch.Tensor) -> None:
+        """Take one forward's per-token entropies and their mask."""
+
+
+class _Nowhere:
+    """Entropy measured for :attr:`TokenLogprobs.entropy` only."""
+
+    def add(self, entropy: torch.Tensor, mask: torch.Tensor) -> None:
+        """Keep nothing."""
+
+
+_MEASURED = _Nowhere()
+_MEASURE_ENTROPY: contextvars.ContextVar[EntropySink | None] = contextvars.ContextVar(
     "comlrl_measure_entropy", default=None
 )
 
@@ -591,7 +606,8 @@ def shared_prompt_logprobs(
         keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model) else {}
         prefix = model(**prompt_kwargs, **keep)
     cache = returned_cache(prefix)
-    if cache is None or not hasattr(cache, "batch_select_indices"):
+    cache_arg = cache_argument(type(model))
+    if cache is None or cache_arg is None or not hasattr(cache, "batch_select_indices"):
         return completion_logprobs(model, prompt_ids, completion_ids, pad_id, temperature)
     rows = torch.tensor(owner, device=device)
     cache.batch_select_indices(rows)
@@ -605,13 +621,10 @@ def shared_prompt_logprobs(
     comp, comp_mask = comp.to(device), comp_mask.to(device)
     attn = torch.cat([mask[rows], comp_mask.long()], dim=1)
     comp_pos = pos[rows][:, -1:] + 1 + torch.arange(c_width, device=device)[None]
-    comp_kwargs = dict(
-        input_ids=comp,
-        attention_mask=attn,
-        position_ids=comp_pos,
-        use_cache=True,
-        **{cache_argument(type(model)): cache},
+    comp_kwargs: dict[str, Any] = dict(
+        input_ids=comp, attention_mask=attn, position_ids=comp_pos, use_cache=True
     )
+    comp_kwargs[cache_arg] = cache
     # The prompt's last position predicts the first completion token.
     if head is None:
         out = model(**comp_kwargs)
@@ -691,7 +704,10 @@ def packed_logprobs(
     states, place = _packed_forward(model, rows, pad_id, width, hidden=head is not None)
     device = states.device
     c_width = max(1, max(len(c) for c in completion_ids))
-    bins, cols, targets, slots = [], [], [], []
+    bins: list[int] = []
+    cols: list[int] = []
+    targets: list[int] = []
+    slots: list[int] = []
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
         b, offset = place[i]
         start = offset + len(p) - 1  # the position before each completion token predicts it
@@ -716,13 +732,13 @@ def packed_logprobs(
             )
         at = (torch.tensor(slots, device=device),)
         values = values.index_put(at, lp)
-        if entropy:
+        if ent is not None and picked_ent is not None:
             ent = ent.index_put(at, picked_ent.to(device))
         for i, c in enumerate(completion_ids):
             mask[i, : len(c)] = 1.0
     shape = (len(rows), c_width)
-    entropy = None if ent is None else ent.view(shape)
-    return _measured(TokenLogprobs(values.view(shape), mask.to(device), entropy=entropy))
+    per_token = None if ent is None else ent.view(shape)
+    return _measured(TokenLogprobs(values.view(shape), mask.to(device), entropy=per_token))
 
 
 # (model class, attention implementation) -> whether packed rows keep sequences apart

@@ -189,14 +189,14 @@ def shared_prompt_micro_batches(
     p_max = c_max = 0
     for i in order:
         key = tuple(prompt_ids[i])
-        p, c = max(p_max, len(key)), max(c_max, completion_lengths[i], 1)
+        width, c = max(p_max, len(key)), max(c_max, completion_lengths[i], 1)
         prompts = len(seen | {key})
-        if group and prompts * p + (len(group) + 1) * c > max_tokens:
+        if group and prompts * width + (len(group) + 1) * c > max_tokens:
             groups.append(group)
-            group, seen, p, c = [], set(), len(key), max(completion_lengths[i], 1)
+            group, seen, width, c = [], set(), len(key), max(completion_lengths[i], 1)
         group.append(i)
         seen.add(key)
-        p_max, c_max = p, c
+        p_max, c_max = width, c
     if group:
         groups.append(group)
     return groups

@@ -114,7 +114,7 @@ class _HeadLogprobs(torch.autograd.Function):
                 w_grad.addmm_(d_logits.t().to(w_grad.dtype), h.detach().to(w_grad.dtype))
             if b_grad is not None:
                 b_grad.add_(d_logits.sum(0).to(b_grad.dtype))
-            if want_hidden:
+            if d_hidden is not None:
                 d_hidden[s : s + chunk] = grads[1]
             del logits, lp, grads, d_logits
         return d_hidden, None, None, None, None, None, None

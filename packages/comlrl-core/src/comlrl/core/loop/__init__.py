@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import random
 import signal
-import time
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
@@ -48,6 +47,7 @@ import torch
 from comlrl.core.distributed import barrier, shard_range
 from comlrl.core.loop.epoch_order import epoch_items
 from comlrl.core.loop.final_eval import final_evaluation_wanted
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.training.schedule import max_steps_reached
 
 _log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def item_units(trainer: Any) -> list[ItemBatch]:
 
 def materialize(trainer: Any, unit: ItemBatch) -> ItemBatch:
     """``unit`` with this rank's share of its items, in the epoch's order (``shuffle_dataset``)."""
-    data = epoch_items(trainer.get_train_dataloader(), trainer.args, trainer.epoch)
+    data = epoch_items(trainer.get_train_dataloader(), trainer.args, trainer.run_state.epoch)
     begin, end = shard_range(unit.start, unit.count, trainer.dist)
     return ItemBatch(unit.start, unit.count, [data[i] for i in range(begin, end)], begin)
 
@@ -125,9 +125,10 @@ def run_unit(trainer: Any, unit: Any) -> None:
         return
     buffer = trainer.rollout_buffer
     if buffer is None:
-        with trainer.timed("update"):
+        with trainer.timing.phase("update"):
             metrics = trainer.update(batch)
-        trainer.reporting.log_update(getattr(batch, "samples", None), metrics, trainer.env_step)
+        step = trainer.run_state.environment_steps
+        trainer.reporting.log_update(getattr(batch, "samples", None), metrics, step)
         return
     for record in batch.records:
         if record.metrics:
@@ -142,7 +143,7 @@ def run_unit(trainer: Any, unit: Any) -> None:
 def flush(trainer: Any) -> None:
     """Update from the buffer; its experience leaves only after the update succeeded."""
     experience = trainer.rollout_buffer.contents()
-    with trainer.timed("update"):
+    with trainer.timing.phase("update"):
         metrics = trainer.update(experience)
     trainer.rollout_buffer.clear()
     trainer.reporting.log_update(experience.samples, metrics, experience.step)
@@ -163,13 +164,13 @@ def end_stage(trainer: Any, stage: int) -> None:
 
 
 @contextmanager
-def stop_on_signals(trainer: Any):
+def stop_on_signals(state: RunState):
     """Turn SIGINT/SIGTERM into a clean stop at the next unit boundary."""
-    trainer.stop_requested = False
+    state.stop_requested = False
     previous = {}
 
     def handler(signum, frame):
-        trainer.stop_requested = True
+        state.stop_requested = True
 
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -189,61 +190,55 @@ class TrainingLoop:
     def __init__(self, trainer: Any, session: Any):
         self.trainer = trainer
         self.session = session
+        self.state: RunState = trainer.run_state
         self._warned = False
 
     def run(self) -> None:
-        """Train every remaining stage; returns early (``trainer.interrupted``) on a signal, and
-        ends early through the normal end (``trainer.stopped_by_monitor``) when a monitor in
-        ``monitors.stop_on`` crossed its threshold."""
+        """Train every remaining stage; returns early (``run_state.interrupted``) on a signal,
+        and ends early through the normal end (``run_state.stopped_by_monitor``) when a monitor
+        in ``monitors.stop_on`` crossed its threshold."""
         from comlrl.core.checkpoint.rng import preserved_rng
 
-        t, session = self.trainer, self.session
+        t, session, state = self.trainer, self.session, self.state
         t.get_train_dataloader()
         logger = t.reporting.ensure_logger()
         logger.reopen()
-        t.cursor = (0, 0)
-        t.global_batch = 0
-        t.cadence_marks = {}
-        t.interrupted = False
-        t.training_complete = False
-        t.stopped_by_monitor = None
-        t.last_checkpoint = None
-        t.stage_units = None
+        state.start_call()
         start_stage, start_pos = session.restore()
+        state.clear_outcome()
         if session.fresh and t.args.seed is not None:
             seed_everything(t.args.seed + t.dist.rank)
         with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
             logger.start(resume_id=session.wandb_run_id)
         t.reporting.announce_destinations()
-        t.train_started = time.perf_counter()
-        sharded = t.sharded
+        sharded = t.sync.sharded
         try:
-            with stop_on_signals(t), sharded.training() if sharded else nullcontext():
+            with stop_on_signals(state), sharded.training() if sharded else nullcontext():
                 for stage in range(start_stage, t.num_stages()):
                     pos = start_pos if stage == start_stage else 0
                     if not self._run_stage(stage, pos):
-                        if t.stopped_by_monitor is None:
+                        if state.stopped_by_monitor is None:
                             return  # a signal: _stop_after_signal closed the run
                         break
-                    if max_steps_reached(t):
+                    if max_steps_reached(t.args, state):
                         break
-                if t.stopped_by_monitor is None:
+                if state.stopped_by_monitor is None:
                     self._final_evaluation()
         except BaseException:
             logger.close(finish_wandb=False)
             raise
-        t.last_checkpoint = session.last_path
-        t.training_complete = t.stopped_by_monitor is None
-        summarize_monitors(t, "completed" if t.training_complete else "stopped by a monitor")
+        state.last_checkpoint = session.last_path
+        state.training_complete = state.stopped_by_monitor is None
+        done = "completed" if state.training_complete else "stopped by a monitor"
+        summarize_monitors(t, done)
         logger.close(finish_wandb=False)
-        t.logger_closed = True
         barrier(t.dist)  # every rank returns once rank 0's last checkpoint is written
 
     def _run_stage(self, stage: int, pos: int) -> bool:
         """One stage from cursor ``pos``; False when a signal or a monitor stopped training."""
-        t, session = self.trainer, self.session
-        t.epoch = stage
-        t.cursor = (stage, pos)
+        t, session, state = self.trainer, self.session, self.state
+        state.epoch = stage
+        state.cursor = (stage, pos)
         units = t.prepare(stage)
         if units is None:
             units = item_units(t)
@@ -251,9 +246,9 @@ class TrainingLoop:
         reason = getattr(units, "checkpoint_reason", None)
         if reason is not None:
             # Preparing the stage counts as a batch of work, so its save is not a repeat.
-            t.global_batch += 1
+            state.global_batch += 1
             session.save(reason)
-        t.stage_units = units
+        state.stage_size = len(units)
         bar = t.reporting.progress_bar(sum(span_of(u) for u in units), stage)
         bar.update(pos)
         done = 0
@@ -261,34 +256,34 @@ class TrainingLoop:
             if done < pos:
                 done += span_of(unit)
                 continue
-            if max_steps_reached(t):
+            if max_steps_reached(t.args, state):
                 break
             if isinstance(unit, ItemBatch):
                 unit = materialize(t, unit)
             if t.evaluation_due(unit) and t.is_main_process:
                 t.evaluate()
-            t.run_unit(unit)
+            run_unit(t, unit)
             done += span_of(unit)
-            t.global_batch += 1
-            t.cursor = (stage, done)
+            state.global_batch += 1
+            state.cursor = (stage, done)
             bar.update(span_of(unit))
             t.reporting.update_progress(bar)
-            if t.stop_requested:
+            if state.stop_requested:
                 bar.close()
                 self._stop_after_signal()
                 return False
             session.after_batch()
             if self._monitor_stop():
                 bar.close()
-                t.stage_units = None
+                state.stage_size = None
                 return False
         bar.close()
         # max_steps ends the run where it is: the buffer's remainder would be one more step.
-        stopped = max_steps_reached(t)
+        stopped = max_steps_reached(t.args, state)
         if not stopped:
             end_stage(t, stage)
-            t.cursor = (stage + 1, 0)
-        t.stage_units = None
+            state.cursor = (stage + 1, 0)
+        state.stage_size = None
         last = stopped or stage + 1 == t.num_stages()
         session.after_epoch(last=last)
         # The stage's last update may have crossed a threshold (the run ends here anyway
@@ -321,28 +316,26 @@ class TrainingLoop:
     def _monitor_stop(self) -> bool:
         """Whether a monitor in ``monitors.stop_on`` crossed: then a checkpoint is written (when
         a checkpoint_dir is set) and the run ends through the loop's normal end, with
-        ``trainer.stopped_by_monitor`` holding the crossing's message."""
-        t = self.trainer
-        monitors = getattr(t, "monitors", None)
-        message = monitors.stop_requested() if monitors is not None else None
+        ``run_state.stopped_by_monitor`` holding the crossing's message."""
+        message = self.trainer.monitors.stop_requested()
         if message is None:
             return False
-        t.stopped_by_monitor = message
+        self.state.stopped_by_monitor = message
         self._save_for_resume("monitor")
         return True
 
     def _save_for_resume(self, reason: str) -> str | None:
         """Checkpoint now (when a checkpoint_dir is set) because a ``reason`` (``signal``,
         ``monitor``) stops training, and say how to resume; returns the checkpoint's path."""
-        t = self.trainer
+        cursor = self.state.cursor
         path = self.session.save_now(reason=reason)
         if path is not None:
             _log.warning(
                 "Training stopped by a %s at epoch %d, item %d; checkpoint written to %s. "
                 "Resume with train(resume_from_checkpoint=%r, ...).",
                 reason,
-                t.cursor[0] + 1,
-                t.cursor[1],
+                cursor[0] + 1,
+                cursor[1],
                 path,
                 path,
             )
@@ -351,17 +344,15 @@ class TrainingLoop:
     def _stop_after_signal(self) -> None:
         """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
         t = self.trainer
-        t.interrupted = True
-        t.last_checkpoint = self._save_for_resume("signal")
+        self.state.interrupted = True
+        self.state.last_checkpoint = self._save_for_resume("signal")
         summarize_monitors(t, "stopped by a signal")
         t.reporting.ensure_logger().close(finish_wandb=True)
 
 
 def summarize_monitors(trainer: Any, reason: str) -> None:
     """The monitors' end-of-run summary (a log line and ``<run dir>/monitors.json``)."""
-    monitors = getattr(trainer, "monitors", None)
-    if monitors is not None:
-        monitors.summarize(reason)
+    trainer.monitors.summarize(reason)
 
 
 def is_due(every: int, start: int, count: int) -> bool:

@@ -1,19 +1,23 @@
-"""The ``Algorithm`` protocol: what ``comlrl.core.loop`` calls on a trainer.
+"""The ``Algorithm`` protocol: the hooks ``comlrl.core.loop`` calls on a trainer.
 
-A first cut (issue 26, part 5). It lists the stage/unit hooks the loop drives;
-every ``TrainerBase`` subclass satisfies it. The loop reads no private trainer
-attribute; besides these hooks it sets the public run flags ``stop_requested``,
-``training_complete`` and ``train_started`` and calls ``ensure_logger()``.
+Every ``TrainerBase`` subclass satisfies it. The loop writes the run's counters, cadence marks
+and stop flags only through the trainer's ``run_state``
+(:class:`~comlrl.core.loop.run_state.RunState`), and sets no other trainer attribute.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from comlrl.core.loop.run_state import RunState
+
 
 @runtime_checkable
 class Algorithm(Protocol):
-    """The hooks ``comlrl.core.loop`` drives, one stage at a time."""
+    """The hooks ``comlrl.core.loop`` drives, one stage at a time, and the run state it
+    keeps."""
+
+    run_state: RunState
 
     def num_stages(self) -> int:
         """How many stages (epochs) the walk runs."""
@@ -47,8 +51,4 @@ class Algorithm(Protocol):
 
     def get_train_dataloader(self) -> Any:
         """The training data loader."""
-        ...
-
-    def ensure_logger(self) -> Any:
-        """The run's metric logger, built on first use."""
         ...

@@ -37,16 +37,16 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         items = [data[i] for i in range(min(limit, len(data)))]
         with forked_rng(trainer):
             metrics = trainer.eval_metrics(items)
-        monitors = getattr(trainer, "monitors", None)
         # The eval record also carries the monitors' train/eval gap.
-        gaps = monitors.after_eval(metrics) if monitors is not None else {}
+        gaps = trainer.monitors.after_eval(metrics)
         trainer.reporting.log_metrics({**metrics, **gaps}, reduce=False)
+        step = trainer.run_state.environment_steps
         if getattr(a, "show_eval_sample", False):
-            show_sample(getattr(trainer, "last_eval_sample", None), trainer.env_step)
+            show_sample(getattr(trainer, "last_eval_sample", None), step)
         rows = getattr(trainer, "console_completions", 0)
         if rows > 0 and getattr(trainer, "verbose", True) and trainer.is_main_process:
             episodes = getattr(trainer, "last_eval_episodes", None) or []
-            print_completions_table(episodes[:rows], trainer.env_step)
+            print_completions_table(episodes[:rows], step)
         return metrics
 
 
@@ -98,12 +98,12 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     batch = max(1, trainer.args.eval_batch_size)
     turns = trainer.args.num_turns
     n_agents = trainer.num_agents
-    rewards = [[None] * turns for _ in items]
+    rewards: list[list[float | None]] = [[None] * turns for _ in items]
     own_rewards: list[tuple[int, int, float]] = []  # (agent, turn, value) when per agent
-    completions = [[[] for _ in items] for _ in range(n_agents)]
+    completions: list[list[list[str]]] = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
-        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, env_step_start=0)
+        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, first_step=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
             for node in first_path(root):
@@ -121,7 +121,7 @@ def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], l
     trainer.last_eval_episodes = [tree_rows(first_path(r)) for r in roots_all[:shown]]
     metrics: dict[str, float] = {}
     for t in range(turns):
-        vals = [r[t] for r in rewards if r[t] is not None]
+        vals = [v for r in rewards if (v := r[t]) is not None]
         if not vals:
             continue
         metrics[f"eval/turn_{t + 1}/reward_mean"] = float(np.mean(vals))
@@ -170,7 +170,8 @@ def evaluate_policy(
             seed_everything(seed)
             out["greedy"] = _strip(evaluate_items(trainer, items)[0])
             args.eval_greedy = False
-            runs, best = [], {}
+            runs: list[dict[str, Any]] = []
+            best: dict[tuple[int, int], float] = {}  # (item, turn) -> best reward
             for k in range(samples):
                 seed_everything(seed + k)
                 metrics, roots = evaluate_items(trainer, items)

@@ -3,55 +3,41 @@
 Each counts in ``steps_unit``: optimizer steps (the most any agent has taken, as TRL's
 ``global_step``) or env steps (joint actions rolled out, what 1.4.3's ``logging_steps`` counted).
 A cadence is due once the count has moved at least ``every`` past its mark, and then the mark
-moves to the count. The marks of eval and save live in ``trainer.cadence_marks``; the logging
-mark is ``trainer.reporting.last_log_step`` (its checkpoint key predates the others). All of them
-travel in checkpoints with the unit they were counted in, so a resumed run keeps its cadence and
-a run resumed under another unit starts its cadences afresh instead of comparing unlike counts.
+moves to the count. The marks of eval and save are the run state's ``cadence_marks``; the
+logging mark is its ``log_mark``. A checkpoint stores them with the unit they were counted in,
+so a resumed run keeps its cadence and a run resumed under another unit starts its cadences
+afresh instead of comparing unlike counts.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from comlrl.core.training.schedule import optimizer_steps
+from comlrl.core.loop.run_state import RunState
 
 STEP_UNITS = ("optimizer", "env")
 
 
-def step_count(trainer: Any) -> int:
+def step_count(steps_unit: str, state: RunState) -> int:
     """The run's count in ``steps_unit``."""
-    if trainer.args.steps_unit == "optimizer":
-        return optimizer_steps(trainer)
-    return int(trainer.env_step)
+    if steps_unit == "optimizer":
+        return state.optimizer_steps()
+    return state.environment_steps
 
 
-def due(trainer: Any, name: str, every: int) -> bool:
+def due(state: RunState, steps_unit: str, name: str, every: int) -> bool:
     """Whether the cadence ``name`` (``"eval"``, ``"save"``) is due, ``every`` steps after its
     last mark (0 at the start of a run); marks it when it is. Every rank must ask at the same
     points, so that the marks agree."""
-    marks = trainer.__dict__.setdefault("cadence_marks", {})
-    count = step_count(trainer)
+    marks = state.cadence_marks
+    count = step_count(steps_unit, state)
     if count - marks.get(name, 0) >= every:
         marks[name] = count
         return True
     return False
 
 
-def cadence_state(trainer: Any) -> dict[str, Any]:
-    """The marks for a checkpoint, with the unit they count."""
-    return {
-        "unit": trainer.args.steps_unit,
-        "marks": dict(getattr(trainer, "cadence_marks", {})),
-    }
-
-
-def load_cadence_state(trainer: Any, state: dict[str, Any], log_mark: int) -> None:
-    """Restore the marks of :func:`cadence_state` and the logging mark ``log_mark``. Marks of
-    another unit are dropped: the next record logs and the eval/save cadences count from now."""
-    if state["unit"] == trainer.args.steps_unit:
-        trainer.cadence_marks = {str(k): int(v) for k, v in state["marks"].items()}
-        trainer.reporting.last_log_step = int(log_mark)
-        return
-    now = step_count(trainer)
-    trainer.cadence_marks = {name: now for name in ("eval", "save")}
-    trainer.reporting.last_log_step = -1
+def restart_marks(state: RunState, steps_unit: str) -> None:
+    """Marks counted in another unit than ``steps_unit`` (a run resumed under another unit):
+    the next record logs and the eval/save cadences count from now."""
+    now = step_count(steps_unit, state)
+    state.cadence_marks = {name: now for name in ("eval", "save")}
+    state.log_mark = -1

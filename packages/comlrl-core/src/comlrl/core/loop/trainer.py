@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-from contextlib import AbstractContextManager
 from typing import Any
 
 from comlrl.core import loop
@@ -35,6 +34,7 @@ from comlrl.core.loop import (
     step_cadence,
 )
 from comlrl.core.loop.buffer import RolloutBuffer
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
 from comlrl.core.models import build_agents, resolve_agents, shares_parameters
 from comlrl.core.models.setup import prepare_agents
@@ -47,7 +47,7 @@ from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.rollout.rollouts import Rollouts
 from comlrl.core.saving import main_process_only
-from comlrl.core.training.schedule import stage_count
+from comlrl.core.training.schedule import LRSchedules, stage_count
 
 
 class TrainerBase:
@@ -62,7 +62,9 @@ class TrainerBase:
     and sessions), ``sync`` (:class:`~comlrl.core.distributed.gradients.GradientSync`: gradient
     averaging and pooled statistics over ranks) and ``monitors``
     (:class:`~comlrl.core.monitors.Monitors`: the reward-hacking monitors), plus ``timing``.
-    Family code calls them directly; the methods below that only forward to one of them are the trainer's public API.
+    Family code and users call them directly (``trainer.rollouts.trees(...)``,
+    ``trainer.reporting.run_dir``, ``trainer.timing.phase("update")``). The run's counters and
+    flags are ``run_state`` (:class:`~comlrl.core.loop.run_state.RunState`), which the loop owns.
     """
 
     algorithm_name = "Base"
@@ -76,6 +78,8 @@ class TrainerBase:
     # config fields summarised in the W&B run config where the config has them.
     progress_metric = "reward"
     progress_unit = "item"
+    # What a stage is called in progress bars.
+    stage_label = "epoch"
     # Over what an update's per-turn return and KL are logged (one of
     # comlrl.core.rewards.report.TURN_METRICS_OVER; None: the family logs no per-turn keys).
     turn_metrics_over: str | None = None
@@ -105,7 +109,6 @@ class TrainerBase:
     # How a buffered sample becomes plain data and back (``use_buffer`` sets them).
     sample_cls: Any = None
     joint_sample_cls: Any = None
-    skipped_nonfinite = 0
     # Keyword arguments of ``train()`` for the model's ``generate`` (set by ``train``).
     generation_kwargs: dict = {}
 
@@ -113,7 +116,8 @@ class TrainerBase:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("save_model")
         if own is not None and not getattr(own, "_main_process_only", False):
-            cls.save_model = main_process_only(quietly(own))
+            # A family's own save_model gets the same rank handling as the base's.
+            cls.save_model = main_process_only(quietly(own))  # type: ignore[method-assign]
 
     @classmethod
     def from_inputs(cls, inputs: TrainerInputs):
@@ -126,12 +130,21 @@ class TrainerBase:
     def setup(self, inputs: TrainerInputs, *, load_models: bool = True) -> None:
         """Validate cheap inputs, then load agents and tokenizers onto their devices."""
         self.inputs = inputs
+        self.run_state = RunState()
+        self.lr_schedules = LRSchedules()
         self.timing = PhaseTimer(self.timing_phases)
         self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
         self.checkpointing = Checkpointing(self)
         self.monitors = Monitors(self)
-        self.args = inputs.args if inputs.args is not None else self.default_config_cls()
+        args = inputs.args
+        if args is None:
+            if self.default_config_cls is None:
+                raise ValueError(
+                    f"{type(self).__name__} needs args (it has no default_config_cls)."
+                )
+            args = self.default_config_cls()
+        self.args = args
         # Multi-process data parallelism (see docs/distributed.md): ``global_args`` is the
         # config as written; ``args`` holds this rank's share of every global batch threshold.
         self.global_args = self.args
@@ -152,14 +165,16 @@ class TrainerBase:
                 )
         self.args = per_rank_config(self.args, self.dist)
         self.model_config = dict(inputs.model_config or {})
-        for name in ("train_dataset", "eval_dataset", "external_transition", "wandb_config"):
-            setattr(self, name, getattr(inputs, name))
+        self.train_dataset, self.eval_dataset = inputs.train_dataset, inputs.eval_dataset
+        self.external_transition, self.wandb_config = (
+            inputs.external_transition,
+            inputs.wandb_config,
+        )
         require_sink_packages(self.args.report_to, inputs.wandb_config)
         self.eval_logger, self.eval_aggregator = inputs.eval_logger, inputs.eval_aggregator
         self.dataset_type = inputs.dataset_type
         sections = (inputs.wandb_config or {}).get("config_sections") or {}
         self.verbose = bool((sections.get("output") or {}).get("verbose", True))
-        self.env_step = 0
         check_construction(self, inputs.train_dataset, inputs.eval_dataset, inputs.formatters)
         self.sources, self.model_name = resolve_agents(inputs, self.args)
         self.num_agents = len(self.sources)
@@ -223,95 +238,15 @@ class TrainerBase:
         return None
 
     @property
+    def env_step(self) -> int:
+        """Joint actions rolled out so far in this run (the x-axis of the training records;
+        :attr:`run_state` holds it with the run's other counters)."""
+        return self.run_state.environment_steps
+
+    @property
     def is_main_process(self) -> bool:
         """Whether this process logs, evaluates and saves (rank 0, or the only process)."""
         return self.dist.is_main
-
-    @property
-    def sharded(self):
-        """The FSDP-sharded agents (None unless ``distributed_mode`` shards them)."""
-        return self.sync.sharded
-
-    @property
-    def gradient_sync_hooks(self) -> list:
-        """Callables run as ``hook(trainer, params)`` once an optimizer step's gradients are
-        final (see :meth:`comlrl.core.distributed.gradients.GradientSync.gradients`); append to it."""
-        return self.sync.hooks
-
-    @property
-    def rollout_buffers(self) -> list[list]:
-        """Each agent's buffered samples awaiting an update."""
-        return self.rollout_buffer.samples
-
-    @property
-    def tokenizer(self):
-        """The first agent's tokenizer (compat)."""
-        return self.tokenizers[0]
-
-    def timed(self, phase: str) -> AbstractContextManager[None]:
-        """Context manager adding the block's wall time to ``timing/<phase>`` of the next
-        training record (nested blocks of one phase count once; evaluation never counts)."""
-        return self.timing.phase(phase)
-
-    def add_timing(self, phase: str, seconds: float) -> None:
-        """Add ``seconds`` to ``timing/<phase>`` of the next training record."""
-        self.timing.add(phase, seconds)
-
-    # ----------------------------------------------------------------- rollouts (public API)
-    def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):
-        """Sampling settings from the config (see :meth:`Rollouts.sampling_params`)."""
-        return self.rollouts.sampling_params(overrides, eval_mode=eval_mode)
-
-    @property
-    def generate_per_agent(self):
-        """The generation step of every rollout (:meth:`Rollouts.generate_per_agent`).
-        Assigning a wrapper replaces the step the rollouts take, so the wrapper sees every
-        sample (how tests record what a run sampled)."""
-        return self.rollouts.generate_per_agent
-
-    @generate_per_agent.setter
-    def generate_per_agent(self, step) -> None:
-        self.rollouts.generate_per_agent = step
-
-    def score(self, agent_completions, *, prompts, batch_items) -> list:
-        """Rewards for a batch of joint actions (see :meth:`Rollouts.score`)."""
-        return self.rollouts.score(agent_completions, prompts=prompts, batch_items=batch_items)
-
-    def rollout(self, items, num_samples: int, params, **options):
-        """Multi-turn rollout trees for ``items`` (see :meth:`Rollouts.trees`)."""
-        return self.rollouts.trees(items, num_samples, params, **options)
-
-    def rollout_unit(self, unit, joint_mode: str = "aligned"):
-        """The training rollout of an item batch: (roots, nodes); see
-        :meth:`Rollouts.unit_trees`."""
-        return self.rollouts.unit_trees(unit, joint_mode)
-
-    # ----------------------------------------------------------------- reporting (public API)
-    @property
-    def logger(self):
-        """The run's metric logger (None until the first record or ``train()``)."""
-        return self.reporting.logger
-
-    @property
-    def run_dir(self) -> str | None:
-        """The run directory (metrics, completions, default checkpoints); None until the
-        logger exists."""
-        return self.reporting.run_dir
-
-    def ensure_logger(self):
-        """The run's metric logger, built on first use."""
-        return self.reporting.ensure_logger()
-
-    def log_metrics(
-        self, metrics: dict[str, Any], step: int | None = None, *, reduce: bool = True
-    ) -> None:
-        """Log ``metrics`` at ``step`` (see :meth:`Reporting.log_metrics`)."""
-        self.reporting.log_metrics(metrics, step, reduce=reduce)
-
-    @property
-    def latest_reward_mean(self) -> float | None:
-        """The mean training reward of the latest collected batch (None before the first)."""
-        return self.reporting.last_reward_mean
 
     def run_config(self) -> dict[str, Any]:
         """The run description logged to W&B: model, agent count, algorithm, and the config
@@ -325,10 +260,6 @@ class TrainerBase:
         }
         cfg.update({k: getattr(a, k) for k in self.run_config_keys if hasattr(a, k)})
         return cfg
-
-    def stage_name(self) -> str:
-        """What a stage is called in progress bars."""
-        return "epoch"
 
     # ----------------------------------------------------------------- checkpoint contract
     def trainable_models(self) -> dict[str, Any]:
@@ -385,32 +316,26 @@ class TrainerBase:
         """Optimizer steps on a full buffer (or a collected batch); returns metrics to log."""
         raise NotImplementedError
 
-    def run_unit(self, unit) -> None:
-        """Collect, buffer and update one unit (see :func:`comlrl.core.loop.run_unit`)."""
-        loop.run_unit(self, unit)
-
     def end_stage(self, stage: int) -> None:
         """Hook: end-of-stage work once the buffer's remainder has been used."""
 
     def evaluation_due(self, unit) -> bool:
-        """Whether the loop evaluates before ``unit``: by ``eval_steps`` when it is set (the
-        step cadence of :mod:`comlrl.core.loop.step_cadence`), otherwise by :meth:`eval_due`."""
-        every = self.args.eval_steps
-        if every is None:
+        """Whether the loop evaluates before ``unit``: never without an eval set or with
+        ``eval_num_samples`` = 0; by ``eval_steps`` when it is set (the step cadence of
+        :mod:`comlrl.core.loop.step_cadence`), otherwise by :meth:`eval_due`."""
+        a = self.args
+        if self.eval_dataset is None or a.eval_num_samples <= 0:
+            return False
+        if a.eval_steps is None:
             return self.eval_due(unit)
-        return self.can_evaluate() and step_cadence.due(self, "eval", every)
-
-    def can_evaluate(self) -> bool:
-        """Whether there is anything to evaluate: an eval set and ``eval_num_samples`` > 0."""
-        return self.eval_dataset is not None and self.args.eval_num_samples > 0
+        return step_cadence.due(self.run_state, a.steps_unit, "eval", a.eval_steps)
 
     def eval_due(self, unit) -> bool:
-        """The item cadence: whether an item position in ``unit`` is a multiple of
-        ``eval_interval`` (families with other units override it)."""
-        a = self.args
-        if not a.eval_interval or not self.can_evaluate():
-            return False
-        return loop.is_due(a.eval_interval, unit.start, unit.count)
+        """The item cadence (once :meth:`evaluation_due` found something to evaluate): whether
+        an item position in ``unit`` is a multiple of ``eval_interval`` (families with other
+        units override it)."""
+        every = self.args.eval_interval
+        return bool(every) and loop.is_due(every, unit.start, unit.count)
 
     # ----------------------------------------------------------------- data
     def get_train_dataloader(self):
@@ -444,7 +369,8 @@ class TrainerBase:
         checkpoint, its directory's ``latest``, a run dir, or ``"latest"`` of ``checkpoint_dir``)
         continues a run exactly where that checkpoint left it, mid-epoch included. SIGINT or
         SIGTERM stop training after the current batch, write a checkpoint, and return with
-        ``self.interrupted`` set.
+        ``self.run_state.interrupted`` set (``run_state`` also says how else the call ended
+        and its last checkpoint).
 
         Extra keyword arguments go to ``model.generate`` during training rollouts. The
         checkpoint integers are checked first, before anything else is read; any integral type

@@ -6,11 +6,11 @@ transformers renamed the cache argument across versions, so the name is looked u
 
 from __future__ import annotations
 
-import functools
 import inspect
+from typing import Any
 
 
-def cache_argument(model_cls: type) -> str | None:
+def cache_argument(model_cls: type[Any]) -> str | None:
     """The forward argument that takes the KV cache (transformers renamed it over versions)."""
     for name in ("cache", "past_key_values"):
         if forward_takes(model_cls, name):
@@ -24,10 +24,17 @@ def returned_cache(result):
     return cache if cache is not None else getattr(result, "past_key_values", None)
 
 
-@functools.cache
-def forward_takes(model_cls: type, name: str) -> bool:
+# The forward parameter names of each model class probed so far.
+_FORWARD_PARAMETERS: dict[type, frozenset[str]] = {}
+
+
+def forward_takes(model_cls: type[Any], name: str) -> bool:
     """Whether ``model_cls.forward`` accepts an argument called ``name``."""
-    try:
-        return name in inspect.signature(model_cls.forward).parameters
-    except (TypeError, ValueError):
-        return False
+    names = _FORWARD_PARAMETERS.get(model_cls)
+    if names is None:
+        try:
+            names = frozenset(inspect.signature(model_cls.forward).parameters)
+        except (TypeError, ValueError):
+            names = frozenset()
+        _FORWARD_PARAMETERS[model_cls] = names
+    return name in names

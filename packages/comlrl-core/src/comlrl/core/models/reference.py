@@ -110,9 +110,22 @@ def sequence_kl(
     policy.eval()
     try:
         # One padded forward each (the callers size the rows to their budget).
-        t = {"pad_id": pad_id, "layout": "padded", "temperature": temperature}
-        pol = token_logprobs(policy, prompt_ids, completion_ids, **t)
-        ref = token_logprobs(reference, prompt_ids, completion_ids, **t)
+        pol = token_logprobs(
+            policy,
+            prompt_ids,
+            completion_ids,
+            pad_id=pad_id,
+            layout="padded",
+            temperature=temperature,
+        )
+        ref = token_logprobs(
+            reference,
+            prompt_ids,
+            completion_ids,
+            pad_id=pad_id,
+            layout="padded",
+            temperature=temperature,
+        )
     finally:
         policy.train(was_training)
     mask = ref.mask

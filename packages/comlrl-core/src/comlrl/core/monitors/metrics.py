@@ -54,6 +54,14 @@ def parse_key(metric: str) -> tuple[int | None, int | None, str] | None:
     return agent, turn, parts[-1]
 
 
+def parse_monitor_key(metric: str) -> tuple[int | None, int | None, str]:
+    """:func:`parse_key` of a key known to be a monitor's (ValueError for any other)."""
+    parsed = parse_key(metric)
+    if parsed is None:
+        raise ValueError(f"{metric!r} is not a monitor's metric key.")
+    return parsed
+
+
 def _tied(values: Sequence[float]) -> bool:
     low, high = min(values), max(values)
     return high - low <= TIE_TOLERANCE * max(1.0, abs(high), abs(low))
@@ -152,7 +160,7 @@ class EntropyMeter:
         """Count the real tokens (``mask``) of one forward's ``entropy``."""
         total = (entropy * mask).sum().detach().double()
         count = mask.sum().detach().double()
-        if self._sum is None:
+        if self._sum is None or self._tokens is None:
             self._sum, self._tokens = total, count
         else:
             self._sum = self._sum + total.to(self._sum.device)
@@ -160,6 +168,6 @@ class EntropyMeter:
 
     def totals(self) -> tuple[float, float]:
         """(entropy summed over tokens, tokens) so far."""
-        if self._sum is None:
+        if self._sum is None or self._tokens is None:
             return 0.0, 0.0
         return float(self._sum), float(self._tokens)

@@ -35,7 +35,7 @@ from comlrl.core.monitors.metrics import (
     EntropyMeter,
     StepTally,
     key,
-    parse_key,
+    parse_monitor_key,
     record_values,
     train_rewards,
 )
@@ -175,7 +175,7 @@ class Monitors:
         window = self.config.window
         out: dict[str, float] = {}
         for metric, value in values.items():
-            agent, turn, name = parse_key(metric)
+            agent, turn, name = parse_monitor_key(metric)
             if name == "kl":
                 earlier = self.watcher.series.get(metric)
                 series = [*(earlier.recent if earlier else []), value][-(window + 2) :]
@@ -203,7 +203,7 @@ class Monitors:
             evaluated = metrics.get(f"eval/turn_{turn + 1}/reward_mean")
             if evaluated is not None and math.isfinite(evaluated):
                 gaps[key(None, turn, "train_eval_gap")] = float(train - evaluated)
-        self.watcher.observe(gaps, self.trainer.env_step)
+        self.watcher.observe(gaps, self.trainer.run_state.environment_steps)
         return gaps
 
     # ------------------------------------------------------------------ stopping
@@ -233,12 +233,12 @@ class Monitors:
         crossed = {k: s for k, s in summary.items() if s["crossed_at_step"] is not None}
         record = {
             "ended": reason,
-            "stop": getattr(self.trainer, "stopped_by_monitor", None),
+            "stop": self.trainer.run_state.stopped_by_monitor,
             "config": self.config.to_dict(),
             "crossed": sorted(crossed),
             "monitors": summary,
         }
-        run_dir = self.trainer.run_dir
+        run_dir = self.trainer.reporting.run_dir
         if run_dir:
             os.makedirs(run_dir, exist_ok=True)
             path = os.path.join(run_dir, SUMMARY_FILE)

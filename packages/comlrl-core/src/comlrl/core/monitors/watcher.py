@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.core.monitors.config import BY_NAME, Monitor, MonitorsConfig
-from comlrl.core.monitors.metrics import parse_key
+from comlrl.core.monitors.metrics import parse_key, parse_monitor_key
 
 # Readings each series keeps for its trend (the summary keeps its own running figures).
 HISTORY = 64
@@ -137,7 +137,7 @@ class Watcher:
         and the step and value of its crossing (None: never crossed)."""
         out: dict[str, Any] = {}
         for metric, s in sorted(self.series.items()):
-            monitor = BY_NAME[parse_key(metric)[2]]
+            monitor = BY_NAME[parse_monitor_key(metric)[2]]
             out[metric] = {
                 "monitor": monitor.name,
                 "where": where(metric),

@@ -227,15 +227,16 @@ class RewardCaller:
         if len(alone) == 1 and not isinstance(alone[0], list):
             self._mode = "batch"
             return RewardScores.from_shared(out, n)
-        per_agent_alone = len(alone) == n or (len(alone) == 1 and len(alone[0]) == n)
+        first = alone[0] if len(alone) == 1 else None
+        per_agent_alone = len(alone) == n or (isinstance(first, list) and len(first) == n)
         if per_agent_alone:
             self._check_not_trl_style(n, m)
             self._switch_to_per_sample(m, n)
-            first = read_scores(alone, 1, n, self._label)
+            head = read_scores(alone, 1, n, self._label)
             rest = self._score_per_sample(
                 [c[1:] for c in agent_completions], prompts[1:], batch_items[1:], m - 1, start=1
             )
-            return RewardScores.concat([first, rest])
+            return RewardScores.concat([head, rest])
         raise RewardError(
             f"Reward function {self._label!r} returned {m} values for {m} joint actions of {n} "
             f"agents, which could be one shared value per joint action or one joint action's "
@@ -346,7 +347,9 @@ class RewardCaller:
         return RewardScores(rows, per_agent=True)
 
     def _apply(self, value: float, where: str) -> float:
-        out = self.reward_processor(value)
+        processor = self.reward_processor
+        assert processor is not None  # _process applies it only when there is one
+        out = processor(value)
         try:
             result = float(out)
         except (TypeError, ValueError) as exc:

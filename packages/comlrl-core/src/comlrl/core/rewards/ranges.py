@@ -36,7 +36,9 @@ def set_reward_range(func: Callable, low: float, high: float) -> Callable:
     The bounds are stored as floats in ``func.reward_range``. ValueError when they are not two
     finite numbers with ``low < high``.
     """
-    func.reward_range = _check_range((low, high), f"{_label(func)}.reward_range")
+    # The declaration lives on the function object, where the reward caller reads it.
+    declared: Any = func
+    declared.reward_range = _check_range((low, high), f"{_label(func)}.reward_range")
     return func
 
 

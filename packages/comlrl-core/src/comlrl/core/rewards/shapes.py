@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .dispatch import RewardError
 
@@ -186,17 +186,18 @@ def read_scores(
     flat list of ``m`` values is always one shared value per joint action.
     """
     if output and _is_sequence(output[0]):
-        rows = output
+        rows = cast("list[list[float]]", output)  # the coercion made every row a list
         if len(rows) == m and all(len(r) == n for r in rows):
             return RewardScores([list(r) for r in rows], per_agent=n > 1)
         raise RewardError(
             f"Reward function {label!r} returned {describe_shape(rows)} for {_actions(m)} of "
             f"{_agents(n)}; valid results are {valid_shapes(m, n)}."
         )
-    if len(output) == m:
-        return RewardScores.from_shared(output, n)
-    if m == 1 and len(output) == n:
-        return RewardScores([list(output)], per_agent=n > 1)
+    flat = cast("list[float]", output)  # not rows (checked above): one value each
+    if len(flat) == m:
+        return RewardScores.from_shared(flat, n)
+    if m == 1 and len(flat) == n:
+        return RewardScores([list(flat)], per_agent=n > 1)
     if not output:
         raise RewardError(
             f"Reward function {label!r} returned no values for {_actions(m)}; valid results "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .caller import RewardCaller
 from .dispatch import describe_callable
@@ -82,10 +83,17 @@ class WeightedRewards:
         comps = [list(c) for c in agent_completions]
         if not self.callers:
             self.bind(len(comps))
-        parts = [
-            caller(comps, prompts=context.get("prompts"), batch_items=context.get("batch_items"))
-            for caller in self.callers
-        ]
+        prompts: Any = context.get("prompts")
+        items: Any = context.get("batch_items")
+        parts: list[list[float]] = []
+        for func, caller in zip(self.funcs, self.callers):
+            scores = caller.score(comps, prompts=prompts, batch_items=items)
+            if scores.per_agent:
+                raise ValueError(
+                    f"weighted reward component {func!r} returned per-agent values; each "
+                    "component of a weighted reward returns one value per joint action."
+                )
+            parts.append(scores.shared)
         if self._recording():
             for f, values in enumerate(parts):
                 self._sums[f] += sum(values)

@@ -149,7 +149,10 @@ class ModelSteps:
 
     def __init__(self, model, cache, mask: torch.Tensor):
         self.model, self.cache, self.mask = model, cache, mask
-        self.cache_arg = cache_argument(type(model))
+        cache_arg = cache_argument(type(model))
+        if cache_arg is None:
+            raise ValueError(f"{type(model).__name__}.forward takes no KV cache argument.")
+        self.cache_arg = cache_arg
         keep = forward_takes(type(model), "logits_to_keep")
         self.keep_logits = {"logits_to_keep": 1} if keep else {}
         self.can_drop = hasattr(cache, "batch_select_indices")
@@ -232,7 +235,7 @@ class DirectSteps:
             q = F.linear(x, *layer.q).view(rows, 1, heads, dim)
             k = F.linear(x, *layer.k).view(rows, 1, kv_heads, dim)
             v = F.linear(x, *layer.v).view(rows, 1, kv_heads, dim)
-            if layer.q_norm is not None:
+            if layer.q_norm is not None and layer.k_norm is not None:
                 q, k = _rms(q, *layer.q_norm), _rms(k, *layer.k_norm)
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
@@ -240,7 +243,7 @@ class DirectSteps:
             values[:, :, col : col + 1] = v
             k_all, v_all = keys[:, :, : col + 1], values[:, :, : col + 1]
             if mask is None:
-                gqa = {"enable_gqa": True} if heads != kv_heads else {}
+                gqa: dict[str, Any] = {"enable_gqa": True} if heads != kv_heads else {}
                 out = F.scaled_dot_product_attention(q, k_all, v_all, scale=layer.scaling, **gqa)
             else:
                 q = q.reshape(rows, kv_heads, heads // kv_heads, dim)
@@ -265,7 +268,7 @@ def _probe(model) -> bool:
     vocab = int(model.config.vocab_size)
     ids = torch.tensor([[0, 0, 3, 4, 5], [6, 7, 8, 9, 10]], device=device) % vocab
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], device=device)
-    paths = []
+    paths: list[tuple[Any, torch.Tensor, torch.Tensor]] = []
     for kind in (ModelSteps, DirectSteps):
         cache, logits, positions, full_mask = prefill_copies(model, ids, mask, 2)
         if not hasattr(cache, "layers") or not hasattr(cache, "batch_select_indices"):

@@ -69,7 +69,7 @@ def sample_mixed(
     if max_sequences_per_call:
         per_call = max(1, max_sequences_per_call // num_samples)
     gen_kwargs = params.generate_kwargs()
-    out = [[None] * len(prompts) for prompts in prompt_ids_per_agent]
+    out: list[list[Any]] = [[None] * len(prompts) for prompts in prompt_ids_per_agent]
     device = next(model.parameters()).device
     with shared.lock:
         was_training = model.training

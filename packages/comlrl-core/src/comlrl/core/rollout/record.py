@@ -108,7 +108,7 @@ def rollout_groups(
             group_cls(
                 agent=agent,
                 turn=node.turn,
-                step=node.env_step,
+                step=node.step,
                 prompt_ids=list(ps.prompt_ids),
                 completion_ids=[list(c) for c in ps.completion_ids],
                 returns=agent_returns(node, agent),

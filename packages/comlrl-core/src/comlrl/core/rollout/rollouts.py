@@ -4,8 +4,9 @@ reward scoring and multi-turn trees.
 :class:`Rollouts` is the trainer's ``rollouts`` collaborator. It reads from its trainer, at the
 time of each call (families replace some of them after the base setup): ``args``,
 ``num_agents``, ``formatters``, ``external_transition``, ``reward_caller``,
-``rollout_backend``, ``workers``, ``timing``, ``dist``, ``epoch``, ``generation_kwargs`` and
-``env_step``; a training rollout advances ``env_step`` and tells ``reporting`` its mean reward.
+``rollout_backend``, ``workers``, ``timing``, ``dist``, ``generation_kwargs`` and the run
+state; a training rollout advances the run's step count and tells ``reporting`` its mean
+reward.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Rollouts:
         time and the generated tokens count towards ``timing/generate`` and the throughput."""
         t = self.trainer
         seed = t.args.seed or 0
-        epoch = getattr(t, "epoch", 0)
+        epoch = t.run_state.epoch
 
         def run(i: int, prompts: list[str]) -> list[PromptSamples]:
             seeds = None if keys is None else [item_seed(seed, epoch, *k, i) for k in keys]
@@ -88,7 +89,7 @@ class Rollouts:
         *,
         joint_mode: str = "aligned",
         early_termination_threshold=None,
-        env_step_start: int = 0,
+        first_step: int = 0,
         offset: int | None = None,
     ) -> list[TreeNode]:
         """Multi-turn rollout trees for ``items`` (see :mod:`comlrl.core.rollout.tree`).
@@ -122,7 +123,7 @@ class Rollouts:
             generate,
             self.reward_scores,
             t.external_transition,
-            env_step_start=0,
+            first_step=0,
             item_offset=offset or 0,
             keyed=keyed,
         )
@@ -130,12 +131,12 @@ class Rollouts:
         # rank-local count times the world size (identical on every rank; world 1: unchanged).
         for root in roots:
             for node in root.walk():
-                node.env_step = env_step_start + node.env_step * world
+                node.step = first_step + node.step * world
         return roots
 
     def unit_trees(self, unit, joint_mode: str = "aligned") -> tuple[list, list]:
         """The training rollout of an item batch (its items, from the current env step, K =
-        ``num_generations``); advances ``env_step`` and records the batch's mean reward for
+        ``num_generations``); advances the run's step count and records the batch's mean reward for
         the progress bar. Returns (roots, every node in walk order)."""
         t = self.trainer
         a = t.args
@@ -145,10 +146,10 @@ class Rollouts:
             self.sampling_params(t.generation_kwargs),
             joint_mode=joint_mode,
             early_termination_threshold=a.early_termination_threshold,
-            env_step_start=t.env_step,
+            first_step=t.run_state.environment_steps,
             offset=unit.offset,
         )
         nodes = [node for root in roots for node in root.walk()]
-        t.env_step = max(n.env_step for n in nodes)
+        t.run_state.advance(max(n.step for n in nodes) - t.run_state.environment_steps)
         t.reporting.last_reward_mean = float(np.mean([r for n in nodes for r in n.rewards]))
         return roots, nodes

@@ -34,7 +34,7 @@ AUTO_DEVICE_TYPES = ("cuda",)
 # Graphs per compiled step before dynamo gives up (one per batch bucket and cache length).
 _RECOMPILE_LIMIT = 64
 
-_compiled: dict[str, Any] = {}
+_compiled: dict[tuple[str, str], Any] = {}
 _warned: set[tuple[str, str]] = set()
 
 
@@ -125,7 +125,9 @@ def _to_static(model, cache, length: int):
     from transformers import StaticCache
 
     static = StaticCache(config=model.config, max_cache_len=length)
-    for layer, filled in zip(static.layers, cache.layers, strict=True):
+    # transformers types the layers as any cache layer kind; a StaticCache holds static layers.
+    layers: list[Any] = list(static.layers)
+    for layer, filled in zip(layers, cache.layers, strict=True):
         width = filled.keys.shape[-2]
         layer.lazy_initialization(filled.keys, filled.values)
         layer.keys[:, :, :width].copy_(filled.keys)
@@ -144,7 +146,10 @@ class StaticSteps:
         length = -(-(width + max_new) // LENGTH_BUCKET) * LENGTH_BUCKET
         self.model, self.step_fn = model, step_fn
         self.cache = _to_static(model, cache, length)
-        self.cache_arg = cache_argument(type(model))
+        cache_arg = cache_argument(type(model))
+        if cache_arg is None:
+            raise ValueError(f"{type(model).__name__}.forward takes no KV cache argument.")
+        self.cache_arg = cache_arg
         keep = forward_takes(type(model), "logits_to_keep")
         self.keep_logits = {"logits_to_keep": 1} if keep else {}
         # One mask for every step: the prompt's padding, then every later slot open (the

@@ -25,7 +25,9 @@ JOINT_MODES = ("aligned", "cross")
 JOINT_MODE_ALIASES = {"align": "aligned", "crossed": "cross"}
 
 # generate_fn(prompts_per_agent) -> samples_per_agent, each list aligned with its prompts
-GenerateFn = Callable[[list[list[str]]], list[list[PromptSamples]]]
+# generate_fn(prompts_per_agent[, keys]) -> each agent's samples per prompt; ``keys`` (one per
+# prompt) is passed only with item-seeded sampling.
+GenerateFn = Callable[..., list[list[PromptSamples]]]
 # score_fn(agent_completions, prompts, batch_items) -> one reward per joint action, or
 # RewardScores (one shared value or one value per agent for each joint action)
 ScoreFn = Callable[..., "list[float] | RewardScores"]
@@ -59,7 +61,7 @@ class TreeNode:
     agent_rewards: list[list[float]] = field(default_factory=list)
     agent_return_rows: list[list[float]] = field(default_factory=list)
     penalties: list[list[float]] = field(default_factory=list)
-    env_step: int = 0
+    step: int = 0
     terminated: bool = False
     branch: tuple[int, ...] = ()  # joint-action indices from the root to this node
 
@@ -140,13 +142,14 @@ def build_trees(
     generate_fn: GenerateFn,
     score_fn: ScoreFn,
     external_transition: Callable[..., Any] | None = None,
-    env_step_start: int = 0,
+    first_step: int = 0,
     item_offset: int = 0,
     keyed: bool = False,
 ) -> list[TreeNode]:
-    """Roll out one tree per item; return the roots with rewards, returns and env steps set.
+    """Roll out one tree per item; return the roots with rewards, returns and steps set.
 
-    ``env_step`` advances by the number of joint actions at each node, in pre-order per item
+    A node's ``step`` is the run's count of joint actions once it is rolled out, from
+    ``first_step``: it advances by the number of joint actions at each node, in pre-order per item
     and items in order, so it matches a depth-first, one-item-at-a-time rollout.
 
     With ``keyed`` the generate function is called as ``generate_fn(prompts_per_agent, keys)``,
@@ -171,11 +174,11 @@ def build_trees(
         if turn + 1 >= settings.num_turns:
             break
         level = _expand_level(level, settings, formatters, external_transition)
-    counter = env_step_start
+    counter = first_step
     for root in roots:
         for node in root.walk():
             counter += len(node.joint_actions)
-            node.env_step = counter
+            node.step = counter
         compute_returns(root, settings.discount)
     return roots
 

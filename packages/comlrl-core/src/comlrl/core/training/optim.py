@@ -24,7 +24,7 @@ _FUSED_DEVICES = {"cuda", "cpu"}
 def _fused_ready(params: list[torch.Tensor]) -> bool:
     if not params or torch.__version__ < "2.4":
         return False
-    dtensor = ()
+    dtensor: tuple[type, ...] = ()
     if torch.distributed.is_available():
         from torch.distributed.tensor import DTensor
 
@@ -67,7 +67,7 @@ def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iter
 
     A finite loss returns True. A non-finite one raises ``FloatingPointError`` under
     ``nonfinite_loss='raise'``; under ``'skip'`` it clears the gradients of ``optimizers``,
-    counts the skip in ``trainer.skipped_nonfinite``, warns and returns False, so the caller
+    counts the skip in ``trainer.run_state.skipped_nonfinite``, warns and returns False, so the caller
     abandons this optimizer step. ``what`` names the loss in messages (e.g. "MAGRPO loss of
     agent 0").
     """
@@ -76,11 +76,12 @@ def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iter
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
     if trainer.args.nonfinite_loss == "skip":
-        trainer.skipped_nonfinite += 1
+        state = trainer.run_state
+        state.skipped_nonfinite += 1
         import warnings
 
         warnings.warn(
-            f"Skipping a non-finite {what} ({trainer.skipped_nonfinite} skipped so far).",
+            f"Skipping a non-finite {what} ({state.skipped_nonfinite} skipped so far).",
             stacklevel=3,
         )
         return False
@@ -110,18 +111,17 @@ def apply_step(
     gradient norm before clipping (NaN when no parameter has a gradient).
     """
     from comlrl.core.distributed.sharding import clip_gradients
-    from comlrl.core.training.schedule import count_step, scheduler_for
 
     params = [p for p in trainer.sync.gradients(parameters) if p.grad is not None]
     norm = float("nan")
     if params:
         max_norm = trainer.args.max_grad_norm
         norm = clip_gradients(params, max_norm if max_norm is not None else float("inf"))
-    scheduler = scheduler_for(trainer, optimizer) if scheduled else None
+    scheduler = trainer.lr_schedules.for_optimizer(optimizer, trainer.args) if scheduled else None
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
-    count_step(trainer, agent)
     if agent is not None:
+        trainer.run_state.count_step(agent)
         trainer.rollout_backend.on_weights_updated(agent, trainer.agents[agent])
     return norm

@@ -165,7 +165,8 @@ def policy_step(
     needs_old = getattr(loss_fn, "needs_old_logps", False)
     if needs_old:
         require_old_logps(a, rows.old or [None] * len(rows.completions))
-    with_ref = rows.ref is not None and all(r is not None for r in rows.ref)
+    old_rows, ref_rows = rows.old, rows.ref
+    with_ref = ref_rows is not None and all(r is not None for r in ref_rows)
     parts = token_logprobs_parts(
         model,
         rows.prompts,
@@ -180,12 +181,16 @@ def policy_step(
     def part_loss(part):
         idx, lp = part
         device, width = lp.values.device, lp.values.shape[1]
-        old = padded_rows([rows.old[i] for i in idx], width, device) if needs_old else None
+        old = None
+        if needs_old and old_rows is not None:  # require_old_logps checked that they are there
+            old = padded_rows([old_rows[i] for i in idx], width, device)
         row_w = _as_tensor([rows.weights[i] for i in idx], device)
         adv = _as_tensor([rows.advantages[i] for i in idx], device)
         loss, metrics = loss_fn(lp, old, adv, row_w, a)
         if rows.extra is not None:
-            ref = padded_rows([rows.ref[i] for i in idx], width, device) if with_ref else None
+            ref = None
+            if with_ref and ref_rows is not None:
+                ref = padded_rows([ref_rows[i] for i in idx], width, device)
             term, more = rows.extra(lp, ref, row_w)
             loss, metrics = loss + term, {**metrics, **more}
         return loss, metrics
@@ -275,6 +280,8 @@ def update_policies(
     what = trainer.algorithm_name + " " + label
 
     def policy(agent: int, batch) -> tuple | None:
+        if rows_of is None:
+            raise ValueError("update_policies needs rows_of or step.")
         return policy_step(trainer, agent, rows_of(agent, batch), what=what.format(agent=agent))
 
     take_step = step or policy

@@ -11,13 +11,17 @@ An *optimizer step* here is one step of one agent's optimizer; the run's count i
 steps any agent's optimizer has taken (each agent steps its own optimizer, so in the usual
 families this is the number of update rounds). ``max_steps`` stops training once that count
 reaches it, checked after each batch of items, and lets training run past ``num_train_epochs``
-until then. The scheduler states and the step counts are part of every checkpoint (in the family state).
+until then. The scheduler states and the step counts are part of every checkpoint (the schedules in the family state, the counts in the
+run state).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from comlrl.core.loop.run_state import RunState
 
 # transformers' schedule names that need nothing beyond warmup and a length
 LR_SCHEDULERS = (
@@ -83,63 +87,46 @@ def build_scheduler(optimizer: Any, config: Any):
     )
 
 
-def _table(trainer: Any) -> dict[int, Any]:
-    return trainer.__dict__.setdefault("_lr_schedulers", {})
+class LRSchedules:
+    """The schedulers of a run, one per optimizer that steps through
+    :func:`comlrl.core.training.optim.apply_step`, each built at its optimizer's first step.
 
+    A trainer holds one (``trainer.lr_schedules``); optimizers are told apart by identity, and
+    a checkpoint stores the schedules by the optimizer's index in ``optimizers_list()``."""
 
-def scheduler_for(trainer: Any, optimizer: Any):
-    """The scheduler of ``optimizer``, built at its first step (None without a schedule).
+    def __init__(self) -> None:
+        self._table: dict[int, Any] = {}
 
-    Only optimizers that step through :func:`comlrl.core.training.optim.apply_step` get one, so an
-    optimizer a family steps by itself keeps its constant rate.
-    """
-    if not wants_schedulers(trainer.args):
-        return None
-    with _BUILD_LOCK:
-        table = _table(trainer)
-        if id(optimizer) not in table:
-            table[id(optimizer)] = build_scheduler(optimizer, trainer.args)
-        return table[id(optimizer)]
+    def for_optimizer(self, optimizer: Any, config: Any):
+        """The scheduler of ``optimizer`` under ``config``, built at its first step (None
+        without a schedule). An optimizer a family steps by itself keeps its constant rate."""
+        if not wants_schedulers(config):
+            return None
+        with _BUILD_LOCK:
+            if id(optimizer) not in self._table:
+                self._table[id(optimizer)] = build_scheduler(optimizer, config)
+            return self._table[id(optimizer)]
 
+    def of(self, optimizers: list) -> list:
+        """The schedulers built so far, in the order of ``optimizers``."""
+        return [self._table[id(opt)] for opt in optimizers if id(opt) in self._table]
 
-def schedulers_of(trainer: Any) -> list:
-    """The run's schedulers, in the order of ``trainer.optimizers_list()``."""
-    table = _table(trainer)
-    return [table[id(opt)] for opt in trainer.optimizers_list() if id(opt) in table]
+    def state_dict(self, optimizers: list) -> list[list]:
+        """``[optimizer index, scheduler state]`` pairs for a checkpoint (plain data)."""
+        return [
+            [i, self._table[id(opt)].state_dict()]
+            for i, opt in enumerate(optimizers)
+            if id(opt) in self._table
+        ]
 
-
-def scheduler_states(trainer: Any) -> list[list]:
-    """``[optimizer index, scheduler state]`` pairs for a checkpoint (plain data)."""
-    table = _table(trainer)
-    return [
-        [i, table[id(opt)].state_dict()]
-        for i, opt in enumerate(trainer.optimizers_list())
-        if id(opt) in table
-    ]
-
-
-def load_scheduler_states(trainer: Any, entries: list) -> None:
-    """Rebuild the schedulers of :func:`scheduler_states` on the restored optimizers. The next
-    step then uses the restored schedule's rate."""
-    optimizers = trainer.optimizers_list()
-    for index, state in entries:
-        scheduler = scheduler_for(trainer, optimizers[int(index)])
-        scheduler.load_state_dict(state)
-        for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr()):
-            group["lr"] = lr
-
-
-def count_step(trainer: Any, agent: int | None) -> None:
-    """Count one optimizer step of ``agent`` (critics and reward models pass None)."""
-    if agent is None:
-        return
-    steps = trainer.__dict__.setdefault("agent_steps", {})
-    steps[agent] = steps.get(agent, 0) + 1
-
-
-def optimizer_steps(trainer: Any) -> int:
-    """The most optimizer steps any agent has taken in this run."""
-    return max(getattr(trainer, "agent_steps", {}).values(), default=0)
+    def load_state_dict(self, optimizers: list, entries: list, config: Any) -> None:
+        """Rebuild the schedulers of :meth:`state_dict` on the restored ``optimizers``; the
+        next step then uses the restored schedule's rate."""
+        for index, state in entries:
+            scheduler = self.for_optimizer(optimizers[int(index)], config)
+            scheduler.load_state_dict(state)
+            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr()):
+                group["lr"] = lr
 
 
 def stage_count(config: Any) -> int:
@@ -149,7 +136,7 @@ def stage_count(config: Any) -> int:
     return config.num_train_epochs if limit is None else int(limit)
 
 
-def max_steps_reached(trainer: Any) -> bool:
-    """Whether ``max_steps`` is set and the run has taken that many optimizer steps."""
-    limit = getattr(trainer.args, "max_steps", None)
-    return limit is not None and optimizer_steps(trainer) >= limit
+def max_steps_reached(config: Any, state: RunState) -> bool:
+    """Whether ``config.max_steps`` is set and the run has taken that many optimizer steps."""
+    limit = config.max_steps
+    return limit is not None and state.optimizer_steps() >= limit

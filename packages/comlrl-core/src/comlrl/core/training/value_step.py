@@ -65,9 +65,12 @@ def value_step(trainer: Any, rows: ValueRows) -> float | None:
         owners = [(pos, j) for pos, u in enumerate(idx) for j in members[distinct[u]]]
         values = values[[pos for pos, _ in owners]]
         picked = [j for _, j in owners]
-        like = dict(dtype=values.dtype, device=values.device)
-        target = torch.tensor([rows.targets[j] for j in picked], **like)
-        old = torch.tensor([rows.old_values[j] for j in picked], **like)
+        target = torch.tensor(
+            [rows.targets[j] for j in picked], dtype=values.dtype, device=values.device
+        )
+        old = torch.tensor(
+            [rows.old_values[j] for j in picked], dtype=values.dtype, device=values.device
+        )
         err = rows.error(values, target, old)
         return rows.coef * err.sum() / size, {"error_sum": err.detach().sum().item()}
 

@@ -96,6 +96,7 @@ def plan_engines(models: Sequence[Any]) -> list[EnginePlan]:
     full-weight model object, in agent order."""
     plans: dict[tuple, EnginePlan] = {}
     for i, model in enumerate(models):
+        key: tuple[str, str | int]
         if is_peft_model(model):
             key = ("lora", base_source(model))
         else:
@@ -336,13 +337,15 @@ def build_vllm_backend(trainer: Any, engine_factory: EngineFactory | None = None
     ``engine_factory`` builds each engine (default: :class:`~.engine.VLLMEngine`, which imports
     vLLM); the tests pass an in-process fake."""
     options = vllm_options(getattr(trainer.args, "rollout_backend_options", None))
-    if getattr(trainer, "sharded", None) is not None or trainer.dist.sharding == "fsdp":
+    if trainer.sync.sharded is not None or trainer.dist.sharding == "fsdp":
         raise ValueError(
             "rollout_backend='vllm' cannot serve FSDP-sharded agents (each engine needs the "
             "whole model); use distributed_mode='ddp' or rollout_backend='hf'."
         )
     if engine_factory is None:
-        from comlrl.core.rollout.vllm.engine import VLLMEngine as engine_factory
+        from comlrl.core.rollout.vllm.engine import VLLMEngine
+
+        engine_factory = VLLMEngine
     root = tempfile.mkdtemp(prefix="comlrl-vllm-")
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     seed = trainer.args.seed or 0
