@@ -86,7 +86,7 @@ def test_the_registered_loss_trains_every_policy_family_by_name(tmp_path, family
         return real(*args)
 
     counting.needs_old_logps = True
-    registry = algos._REGISTRIES["policy_loss"]
+    registry = algos.registry._REGISTRIES["policy_loss"]
     registry["sequence_ratio"] = counting  # what the name resolves to while this run trains
     try:
         trainer = _family_trainer(family, str(tmp_path / "run"))

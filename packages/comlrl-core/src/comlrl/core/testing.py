@@ -315,7 +315,7 @@ def _cached_dir(root, name: str, spec: dict, build, dtype=None) -> str:
 
 # Chat conventions of two hub families, for :func:`hub_tokenizer`: the special tokens (BOS
 # only where the family adds one to every encoding) and a chat template written like theirs.
-HUB_STYLES = {
+HUB_STYLES: dict[str, dict[str, Any]] = {
     "qwen2": dict(
         special=dict(eos_token="<|im_end|>", pad_token="<|endoftext|>"),
         extra=["<|im_start|>"],

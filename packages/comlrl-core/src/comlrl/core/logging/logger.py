@@ -61,7 +61,9 @@ class MetricLogger:
     def destinations(self) -> list[str]:
         """Where this logger's metrics go, one entry per sink (``metrics.jsonl`` first); a sink
         says it with a ``describe()`` method, else by its ``report_to`` name."""
-        out = [os.path.join(self.run_dir, "metrics.jsonl")] if self.jsonl is not None else []
+        out = []
+        if self.jsonl is not None and self.run_dir:
+            out.append(os.path.join(self.run_dir, "metrics.jsonl"))
         for name, sink in self.sinks.items():
             describe = getattr(sink, "describe", None)
             out.append(describe() if callable(describe) else name)

@@ -144,7 +144,8 @@ def attach_logprobs(
     """Fill the groups' ``old_logps`` (the rollout policy, without dropout) and ``ref_logps``
     (the agent's reference), each agent's completions scored together at the sampler's
     temperature, within the token budget, in the update's precision (under ``bf16=True`` the
-    same autocast as the update's forwards, so old and new log-probs meet in one precision). ``layout`` plans the rollout policy's forwards
+    same autocast as the update's forwards, so old and new log-probs meet in one precision).
+    ``layout`` plans the rollout policy's forwards
     (see :func:`~comlrl.core.logprobs.planning.plan`): a family whose update scores in one
     layout takes the rollout's in the same one, so a first pass's ratios are 1 to the bit
     (``"auto"`` keeps the engine's choice and its dedupe of repeated rows)."""
@@ -152,14 +153,14 @@ def attach_logprobs(
     pads = [tok.pad_token_id for tok in trainer.tokenizers]
     if reference:
 
-        def reference(i, p, c):
+        def reference_scores(i, p, c):
             ref = trainer.reference_models[i]
             with scoring_context(a, ref):
                 return reference_token_logps(
                     ref, p, c, pads[i], a.logprob_max_tokens, a.temperature
                 )
 
-        _per_completion(trainer.workers, per_agent, "ref_logps", reference)
+        _per_completion(trainer.workers, per_agent, "ref_logps", reference_scores)
     if old:
 
         def rollout_policy(i, p, c):
