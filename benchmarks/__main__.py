@@ -7,6 +7,7 @@
     uv run --frozen python -m benchmarks gpu               # the GPU check (benchmarks/gpu_check)
     uv run --frozen python -m benchmarks refsuite          # 1.4.3's own tests against us
     uv run --frozen python -m benchmarks realsize          # memory at real shapes (150k vocab)
+    uv run --frozen python -m benchmarks guard --base main # slower than main? (pass/fail)
 
 Results go to ``benchmarks/results/<workload>-<size>-<device>.json`` and a markdown table is
 printed. See benchmarks/README.md for what each number means.
@@ -76,6 +77,10 @@ def main(argv=None) -> int:
         from benchmarks.gpu_check.run import main as gpu_main
 
         return gpu_main(argv[1:])
+    if argv[:1] == ["guard"]:
+        from benchmarks.guard import main as guard_main
+
+        return guard_main(argv[1:])
     if argv[:1] == ["realsize"]:
         from benchmarks.realsize import main as realsize_main
 
@@ -130,6 +135,7 @@ def main(argv=None) -> int:
 
         ref_python = reference_python(rebuild=args.rebuild_reference)
     args.out.mkdir(parents=True, exist_ok=True)
+    print(runner.machine_line())
     records = []
     for w in runnable:
         for size in args.sizes:

@@ -160,6 +160,7 @@ def madpo_builder(spec: dict, run_dir: str):
 BUILDERS = {
     "magrpo": magrpo_builder,
     "magrpo_untrained": magrpo_builder,
+    "magrpo_random": magrpo_builder,
     "iac": ac_builder,
     "maac": ac_builder,
     "madpo": madpo_builder,

@@ -176,7 +176,11 @@ def main() -> None:
         run_specs(json.load(fh), run_one, emit)
 
 
-PLAIN = {"magrpo": PlainHFMAGRPO, "magrpo_untrained": PlainHFMAGRPO}
+PLAIN = {
+    "magrpo": PlainHFMAGRPO,
+    "magrpo_untrained": PlainHFMAGRPO,
+    "magrpo_random": PlainHFMAGRPO,
+}
 
 if __name__ == "__main__":
     main()

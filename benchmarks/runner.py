@@ -2,7 +2,9 @@
 
 Sides: ``ours`` (comlrl's trainer), ``bare`` (the bare-torch lower bound, on comlrl's kernels),
 ``plainhf`` (the independent yardstick: stock ``generate`` and one padded forward per buffer,
-no comlrl code; MAGRPO workloads only) and ``reference`` (comlrl 1.4.3 in its own venv). Each run is a fresh process, so peak RSS is per side. Repeats
+no comlrl code; MAGRPO workloads only), ``reference`` (comlrl 1.4.3 in its own venv) and
+``trl`` (TRL's GRPOTrainer, one agent, in its own venv; ``magrpo_random`` only). Each run is a
+fresh process, so peak RSS is per side. Repeats
 are interleaved so slow drifts of a shared machine hit every side alike, and the median run
 counts.
 """
@@ -24,7 +26,7 @@ from benchmarks.workloads import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTABLE = Path(__file__).resolve().parent / "portable"
-SIDES = ("reference", "bare", "ours", "plainhf")
+SIDES = ("reference", "bare", "ours", "plainhf", "trl")
 
 # Acceptance targets from the performance issue: (max overhead ratio, min speed-up per size).
 TARGETS = {
@@ -34,7 +36,22 @@ TARGETS = {
     "madpo": (1.25, {"small": 3.0}),
 }
 # Minimum speed-up over the plain-HF yardstick per size (issue 18, untrained-style models).
-PLAIN_TARGETS = {"magrpo_untrained": {"tiny": 1.5, "small": 1.1}}
+PLAIN_TARGETS = {
+    "magrpo_untrained": {"tiny": 1.5, "small": 1.1},
+    "magrpo_random": {"tiny": 1.5, "small": 1.2},
+}
+# Minimum speed-up over TRL's GRPOTrainer (one agent) per size.
+TRL_TARGETS = {"magrpo_random": {"tiny": 2.0, "small": 2.0}}
+
+
+def kernel_set() -> str:
+    """The CPU kernels torch dispatches to in this process (``AVX512``, ``AVX2``, ...), with
+    ``ATEN_CPU_CAPABILITY`` when it is set (a run forced to another kernel set)."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    forced = os.environ.get("ATEN_CPU_CAPABILITY")
+    return f"{capability} (ATEN_CPU_CAPABILITY={forced})" if forced else capability
 
 
 def machine() -> dict:
@@ -52,9 +69,19 @@ def machine() -> dict:
             info["mem_total_gib"] = round(int(fh.readline().split()[1]) / 2**20, 1)
     except OSError:
         info["cpu"] = platform.processor()
+    info["torch_cpu_capability"] = kernel_set()
     if hasattr(os, "getloadavg"):
         info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     return info
+
+
+def machine_line(info: dict | None = None) -> str:
+    """One line naming the CPU, torch's kernel set and the load, printed before every run."""
+    info = info or machine()
+    return (
+        f"[benchmarks] CPU: {info.get('cpu')} ({info.get('cpu_count')} cores) | torch kernels: "
+        f"{info.get('torch_cpu_capability')} | load average: {info.get('load_average_at_start')}"
+    )
 
 
 def command(
@@ -63,6 +90,10 @@ def command(
     """The process that runs one side (``python``: another checkout's interpreter)."""
     if side in ("ours", "bare", "plainhf"):
         return [python or sys.executable, "-m", f"benchmarks.{side}", spec_path]
+    if side == "trl":
+        from benchmarks.refvenv import trl_python
+
+        return [str(trl_python()), str(Path(__file__).resolve().parent / "trl_side.py"), spec_path]
     if reference_python is None:
         raise ValueError("the reference side needs the reference venv's python")
     return [str(reference_python), str(PORTABLE / "reference_driver.py"), spec_path]
@@ -148,13 +179,15 @@ def ratios(workload: str, size: str, sides: dict) -> dict:
         if max_overhead is not None:
             out["overhead_target"] = max_overhead
             out["overhead_ok"] = out["overhead_ratio"] <= max_overhead
-    plain = sides.get("plainhf")
-    if ours and plain:
-        out["speedup_over_plainhf"] = ours["env_steps_per_s"] / plain["env_steps_per_s"]
-        target = PLAIN_TARGETS.get(workload, {}).get(size)
-        if target is not None:
-            out["plainhf_target"] = target
-            out["plainhf_ok"] = out["speedup_over_plainhf"] >= target
+    # the yardsticks: a plain HF loop and TRL's GRPOTrainer
+    for name, targets in (("plainhf", PLAIN_TARGETS), ("trl", TRL_TARGETS)):
+        peer = sides.get(name)
+        if ours and peer:
+            out[f"speedup_over_{name}"] = ours["env_steps_per_s"] / peer["env_steps_per_s"]
+            target = targets.get(workload, {}).get(size)
+            if target is not None:
+                out[f"{name}_target"] = target
+                out[f"{name}_ok"] = out[f"speedup_over_{name}"] >= target
     if bare and ref:
         out["bare_over_reference"] = bare["env_steps_per_s"] / ref["env_steps_per_s"]
     return out
@@ -170,7 +203,11 @@ def build_spec(
     spec.update(
         workload=workload.name,
         size=size,
-        model_dir=tiny_model_dir(size=size),
+        model_dir=(
+            tiny_model_dir(size=size)
+            if workload.pretrain_steps is None
+            else tiny_model_dir(size=size, pretrain_steps=workload.pretrain_steps)
+        ),
         device=device,
         seed=seed,
         threads=threads,
@@ -236,9 +273,9 @@ def table(records: list[dict]) -> str:
     """A markdown table of the records (rates use each record's clock)."""
     head = (
         "| workload | model | clock | reference env-steps/s | ours | bare torch | plain HF | "
-        "speed-up (env-steps) | speed-up (tokens/s) | overhead ratio | ours / plain HF | "
-        "peak RSS ours / ref (MiB) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "TRL (1 agent) | speed-up (env-steps) | speed-up (tokens/s) | overhead ratio | "
+        "ours / plain HF | ours / TRL | peak RSS ours / ref (MiB) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for rec in records:
@@ -252,9 +289,10 @@ def table(records: list[dict]) -> str:
         rows.append(
             f"| {rec['workload']} | {rec['size']} | {rec['clock']} | "
             f"{rate.get('reference', '–')} | {rate.get('ours', '–')} | {rate.get('bare', '–')} | "
-            f"{rate.get('plainhf', '–')} | "
+            f"{rate.get('plainhf', '–')} | {rate.get('trl', '–')} | "
             f"{_fmt(r, 'speedup_env_steps', '{:.2f}x')} | {_fmt(r, 'speedup_tokens', '{:.2f}x')} | "
             f"{_fmt(r, 'overhead_ratio', '{:.2f}')} | "
-            f"{_fmt(r, 'speedup_over_plainhf', '{:.2f}x')} | {rss} |"
+            f"{_fmt(r, 'speedup_over_plainhf', '{:.2f}x')} | "
+            f"{_fmt(r, 'speedup_over_trl', '{:.2f}x')} | {rss} |"
         )
     return head + "\n".join(rows) + "\n"

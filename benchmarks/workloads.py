@@ -23,6 +23,8 @@ class Workload:
     epochs: dict = field(default_factory=dict)
     # sides this workload can run (the bare-torch bound is written per family)
     sides: tuple = ("reference", "bare", "ours")
+    # pre-training steps of the test models (None: the presets' default; 0: random init)
+    pretrain_steps: int | None = None
 
     def env_steps_per_epoch(self) -> int:
         """Joint actions scored per epoch: items x K x K^(t-1) summed over the turns."""
@@ -80,6 +82,36 @@ MAGRPO_UNTRAINED = Workload(
     sides=("reference", "bare", "ours", "plainhf"),
 )
 
+# The shape a user comparing libraries would try first: random-init agents (so almost every row
+# runs to max_new_tokens), plain sampling at temperature 1, and a buffer of 4 nodes (16 rows)
+# per update, as TRL's GRPOTrainer does with a batch of 16 and K=4. Its TRL side is one agent
+# (GRPOTrainer trains one policy) over the same prompts.
+MAGRPO_RANDOM = Workload(
+    name="magrpo_random",
+    algorithm="magrpo",
+    summary="MAGRPO, random-init agents: 2 agents, K=4, 16 prompts, 64 new tokens, T=1, "
+    "buffer 4, temperature 1",
+    fields=dict(
+        num_agents=2,
+        num_generations=4,
+        num_items=16,
+        max_new_tokens=64,
+        num_turns=1,
+        learning_rate=5e-6,
+        logging_steps=1,
+        rollout_buffer_size=4,
+        # no cap: what our default ("auto") gives a test-sized model, spelled so that revisions
+        # from before "auto" existed run it too (benchmarks.guard, benchmarks.revisions)
+        logprob_max_tokens=None,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+    ),
+    epochs={"tiny": 3, "small": 1},
+    sides=("reference", "ours", "plainhf", "trl"),
+    pretrain_steps=0,
+)
+
 # The reference's actor-critic trainers allow K > 1 only in single-turn runs (multi-turn follows
 # one trajectory per item), so the actor-critic shape keeps K=4 and uses one turn.
 _AC_FIELDS = dict(
@@ -133,4 +165,4 @@ MADPO = Workload(
     epochs={"tiny": 2, "small": 1},
 )
 
-WORKLOADS = {w.name: w for w in (MAGRPO, MAGRPO_UNTRAINED, IAC, MAAC, MADPO)}
+WORKLOADS = {w.name: w for w in (MAGRPO, MAGRPO_UNTRAINED, MAGRPO_RANDOM, IAC, MAAC, MADPO)}

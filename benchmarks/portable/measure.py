@@ -144,6 +144,8 @@ def environment() -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "torch_threads": torch.get_num_threads(),
+        # the kernel set torch dispatches to (AVX512, AVX2, ...; ATEN_CPU_CAPABILITY forces one)
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)

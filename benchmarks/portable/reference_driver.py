@@ -155,6 +155,7 @@ def _hold_eos(model, min_new_tokens: int) -> None:
 BUILDERS = {
     "magrpo": magrpo_builder,
     "magrpo_untrained": magrpo_builder,
+    "magrpo_random": magrpo_builder,
     "iac": ac_builder,
     "maac": ac_builder,
     "madpo": madpo_builder,

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from portable import tasks  # noqa: E402
 from portable.measure import GenerateMeter, emit, environment, peak_rss_mib, seed_all  # noqa: E402
+from portable.trl_config import grpo_fields  # noqa: E402
 
 
 def _length_reward(completions, **_) -> list[float]:
@@ -99,24 +100,11 @@ def run(spec: dict) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
         model = AutoModelForCausalLM.from_pretrained(spec["model_dir"])
         args = GRPOConfig(
-            output_dir=out_dir,
-            per_device_train_batch_size=k * spec["num_items"],
-            num_generations=k,
-            max_completion_length=spec["max_new_tokens"],
-            temperature=spec["temperature"],
-            top_p=spec["top_p"],
-            top_k=spec["top_k"],
-            learning_rate=spec["learning_rate"],
-            beta=0.0,
+            **grpo_fields(spec, out_dir, k * spec["num_items"]),
             max_steps=1,
             logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=spec["device"] == "cpu",
             bf16=bool(spec.get("bf16")),
             gradient_checkpointing=bool(spec.get("gradient_checkpointing")),
-            seed=spec["seed"],
-            dataloader_num_workers=0,
         )
         prompts = [item["prompt"] for item in tasks.dataset(spec["num_items"])]
         trainer = GRPOTrainer(

@@ -191,3 +191,34 @@ def test_unmirrored_modules_block_the_direct_step(change, reason):
     change(model)
     assert reason in direct_step_blocker(model)
     assert not verified(model)  # checked every call, not cached with the probe
+
+
+def _captures_installed(model) -> bool:
+    return any(
+        hook.__module__ == "transformers.utils.output_capturing"
+        for module in model.modules()
+        for hook in module._forward_hooks.values()
+    )
+
+
+def test_a_scoring_forward_and_an_update_keep_the_direct_step():
+    from comlrl.core.logprobs import token_logprobs
+
+    model, tok = tiny_pair()
+    assert verified(model)
+    assert not _captures_installed(model)
+    model.train()
+    ids = tokenize_prompts(tok, prompts(2))
+    scored = token_logprobs(model, ids, [[5, 6, 7], [8, 9]], pad_id=tok.pad_token_id, grad=True)
+    scored.sequence_sum().sum().backward()
+    torch.optim.AdamW(model.parameters(), lr=1e-3).step()
+    model.eval()
+    # The scoring forward asked transformers for hidden states, which hooks every layer.
+    assert _captures_installed(model)
+    assert direct_step_blocker(model) is None
+    assert verified(model)
+    # The recording hooks stay inert while the direct step decodes: same tokens as forward.
+    params = SamplingParams(max_new_tokens=12)
+    assert _decode(model, tok, params, 3, 2, seed=5, direct=True) == _decode(
+        model, tok, params, 3, 2, seed=5, direct=False
+    )

@@ -69,12 +69,30 @@ def direct_step_blocker(model) -> str | None:
         if any(type(m) is not torch.nn.Linear for m in linears):
             return "a projection is not a plain nn.Linear (adapters, quantization)"
     for module in model.modules():
-        if module._forward_hooks or module._forward_pre_hooks:
+        if module._forward_pre_hooks or any(
+            not _records_only(hook) for hook in module._forward_hooks.values()
+        ):
             return "a module has forward hooks"
         for p in module.parameters(recurse=False):
             if p.device.type == "meta" or hasattr(p, "device_mesh"):
                 return "the model has offloaded or sharded parameters"
     return None
+
+
+def _records_only(hook) -> bool:
+    """Whether ``hook`` is one of the output-capturing hooks transformers installs itself.
+
+    transformers puts them on every decoder layer and attention module the first time a forward
+    asks for captured outputs (``output_hidden_states=True``, as the log-prob engine's scoring
+    forwards do) and never removes them. They return None, so they never change a module's
+    output, and they only append to a collector that a forward asking for captured outputs has
+    opened; the direct step calls no module, so nothing is recorded and nothing is lost. Any
+    other forward hook may change outputs and blocks the direct step.
+    """
+    return (
+        getattr(hook, "__module__", "") == "transformers.utils.output_capturing"
+        and getattr(hook, "__name__", "") == "output_capturing_hook"
+    )
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
