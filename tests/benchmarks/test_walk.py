@@ -20,7 +20,9 @@ def test_the_architecture_walk_is_current():
     by_name = {w.name: w for w in results}
     # The architecture issue's targets.
     assert len(by_name["MAGRPO"].walk) <= 12 and len(by_name["MAGRPO"].crossings) <= 6
-    assert len(by_name["MADPO"].walk) <= 15
+    # MADPO's step now times its phases through core's timing module directly (the trainer's
+    # forward for it is gone), which the walk counts as one more file.
+    assert len(by_name["MADPO"].walk) <= 16
     assert len(by_name["IAC"].walk) <= 15
     text = walk.DOC.read_text()
     assert walk.updated(text, walk.render(results)) == text, (

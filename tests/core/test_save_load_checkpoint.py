@@ -64,6 +64,8 @@ def test_load_checkpoint_restores_weights_optimizers_and_counters(tmp_path):
     progress = target.load_checkpoint(tmp_path / "ckpt")
     assert (progress["epoch"], progress["position"]) == (1, 0)
     assert progress["env_step"] == source.env_step > 0
+    assert progress["global_batch"] == source.run_state.global_batch > 0
+    assert target.run_state.global_batch == source.run_state.global_batch
     assert_same_state(source, target)
     assert any(not torch.equal(a, b) for a, b in zip(before, target.agents[0].parameters()))
     # The random generators come back as they were when the checkpoint was written.
@@ -168,7 +170,7 @@ def test_train_checks_its_checkpoint_integers_before_anything_else(tmp_path, kwa
     trainer.train_dataset = None  # read by anything else train() does: never reached
     with pytest.raises(ValueError, match=f"{field} must be a positive integer"):
         trainer.train(**kwargs)
-    assert trainer.logger is None  # nothing was set up
+    assert trainer.reporting.logger is None  # nothing was set up
 
 
 def test_train_accepts_numpy_integers(tmp_path):

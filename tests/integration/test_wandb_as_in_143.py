@@ -114,7 +114,7 @@ def test_a_143_script_with_wandb_config_logs_its_keys_to_wandb(tmp_path, wandb_c
     trainer = _magrpo(tmp_path, hooks, wandb_config, eval_interval=1)
     assert trainer.args.report_to == "auto"  # nothing set: the default
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert [init["name"] for init in wandb_calls["init"]] == ["from-143"]
     assert wandb_calls["init"][0]["project"] == "comlrl-test"
     keys = _logged_keys(wandb_calls)
@@ -150,7 +150,7 @@ def test_actor_critic_script_with_wandb_config_logs_its_keys(tmp_path, wandb_cal
         ),
     )
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert len(wandb_calls["init"]) == 1
     assert TRAIN_KEYS_143 | EVAL_KEYS_143 - {"eval/mean_length"} <= _logged_keys(wandb_calls)
 
@@ -160,16 +160,16 @@ def test_an_explicit_report_to_wins_over_wandb_config(tmp_path, wandb_calls, rep
     hooks = EvalHooks()
     trainer = _magrpo(tmp_path, hooks, {"project": "p"}, eval_interval=1, report_to=report_to)
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert wandb_calls == {"init": [], "log": []}
-    assert trainer.logger.wandb is None
+    assert trainer.reporting.logger.wandb is None
     assert read_metrics(tmp_path / "run" / "metrics.jsonl")  # the local log is still written
 
 
 def test_report_to_wandb_without_wandb_config_opens_a_run(tmp_path, wandb_calls):
     trainer = _magrpo(tmp_path, EvalHooks(), None, eval_interval=0, report_to=["wandb"])
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert len(wandb_calls["init"]) == 1 and TRAIN_KEYS_143 <= _logged_keys(wandb_calls)
 
 
@@ -187,7 +187,7 @@ def test_eval_interval_zero_evaluates_never(tmp_path, wandb_calls):
     trainer = _magrpo(tmp_path, hooks, {"project": "p"}, eval_interval=0)
     assert trainer.args.eval_at_end == "auto"
     trainer.train()
-    trainer.logger.close()
+    trainer.reporting.logger.close()
     assert (hooks.logger_calls, hooks.aggregator_calls) == (0, 0)
     assert not any(k.startswith("eval/") for k in _logged_keys(wandb_calls))
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")

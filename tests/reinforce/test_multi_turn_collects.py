@@ -41,9 +41,7 @@ class _Stub:
         self.records, self.whole = records, whole
         self.version, self.behind, self.sizes = 0, [], []
         self.reporting = types.SimpleNamespace(log_update=lambda *a: None)
-
-    def timed(self, name):
-        return contextlib.nullcontext()
+        self.timing = types.SimpleNamespace(phase=lambda name: contextlib.nullcontext())
 
     def collect(self, unit):
         rows = [Record([[self.version]], j) for j in range(self.records)]

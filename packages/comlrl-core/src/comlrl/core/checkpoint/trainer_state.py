@@ -121,8 +121,8 @@ class Checkpointing:
         return {
             "epoch": int(epoch),
             "position": int(position),
-            "env_step": int(t.env_step),
-            "global_batch": int(t.global_batch),
+            "env_step": int(t.run_state.environment_steps),
+            "global_batch": int(t.run_state.global_batch),
             "sequence": int(session.sequence),
             "run_id": session.run_id,
         }

@@ -102,10 +102,6 @@ class TrainerBase:
     # A single process until setup joins the launcher's process group.
     dist: DistributedContext = local_context()
     rollout_buffer: RolloutBuffer | None = None
-    # The loop's position before the first train() call (the loop sets its own).
-    cursor: tuple[int, int] = (0, 0)
-    global_batch = 0
-    stage_units: Any = None
     # How a buffered sample becomes plain data and back (``use_buffer`` sets them).
     sample_cls: Any = None
     joint_sample_cls: Any = None
