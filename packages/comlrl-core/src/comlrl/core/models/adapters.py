@@ -134,6 +134,12 @@ class _SharedModelView(torch.nn.Module):
             return getattr(self.shared.model, name)
 
 
+def shared_base_of(model: Any) -> SharedBase | None:
+    """The :class:`SharedBase` behind an adapter view (an agent, its body or the reference),
+    whose model is what the view's forwards run; None for any other model."""
+    return model.shared if isinstance(model, _SharedModelView) else None
+
+
 class AdapterAgent(_SharedModelView):
     """One agent of a :class:`SharedBase`: calls run the shared model with this agent's
     adapter, and its parameters are its adapter's alone."""

@@ -135,10 +135,6 @@ def share_or_wrap(agents: list, peft_config: Mapping, seed: int | None = None) -
     return out
 
 
-# LoRA initialisations whose adapter starts as the zero update (B = 0), leaving the base as loaded.
-_ZERO_UPDATE_INITS = (True, "gaussian")
-
-
 def check_shared_base_init(peft_config: Any) -> None:
     """Refuse a LoRA initialisation that is not the zero update when several agents share one
     base: residual ones (PiSSA, OLoRA, CorDA, LoftQ, EVA...) rewrite the shared base weight
@@ -146,9 +142,9 @@ def check_shared_base_init(peft_config: Any) -> None:
     (the base with adapters off) be it; ``False`` (random B) starts every agent away from it."""
     config = peft_config.to_dict() if hasattr(peft_config, "to_dict") else dict(peft_config)
     init = config.get("init_lora_weights", True)
-    if str(config.get("peft_type", "LORA")).upper().endswith("LORA") and (
-        init not in _ZERO_UPDATE_INITS or isinstance(init, int) and not isinstance(init, bool)
-    ):
+    # Only True and "gaussian" start the adapter as the zero update (B = 0), the base as loaded.
+    zero_update = init is True or init == "gaussian"
+    if str(config.get("peft_type", "LORA")).upper().endswith("LORA") and not zero_update:
         raise ValueError(
             f"peft_config.init_lora_weights={init!r} cannot be used with adapters on one shared "
             "base (agents of one model with peft_config): it changes the shared base weights "
@@ -167,11 +163,13 @@ def enable_gradient_checkpointing(agents: list) -> None:
     cache is turned off for its forward passes, which transformers would otherwise do with a
     warning at every training step; generation asks for the cache explicitly and is unaffected.
     """
+    from comlrl.core.models.adapters import shared_base_of
+
     # An adapter view runs its shared base model: that model is the one to configure, once,
     # with a recomputation that re-activates the adapter each layer's forward ran with.
     owners: dict[int, tuple[Any, dict]] = {}
     for m in agents:
-        shared = m.shared if hasattr(m, "adapter_name") else None
+        shared = shared_base_of(m)
         model = shared.model if shared is not None else m
         kwargs: dict[str, Any] = {"use_reentrant": False}
         if shared is not None:

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from torch import nn
 
+from comlrl.core.models.adapters import shared_base_of
+
 # Attention modules that apply dropout functionally keep its rate in a float attribute
 # (transformers' Llama/Qwen family: ``attention_dropout``; some others: ``dropout``).
 _RATE_ATTRIBUTES = ("attention_dropout", "attn_dropout", "dropout", "dropout_p")
@@ -30,7 +32,8 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     ``modules()``: the scope reaches that model, so its LoRA dropout is off too.
     """
     saved: list[tuple[object, str, float]] = []
-    for module in _scored_modules(model):
+    shared = shared_base_of(model)
+    for module in (shared.model if shared is not None else model).modules():
         if isinstance(module, nn.modules.dropout._DropoutNd):
             saved.append((module, "p", module.p))
             continue
@@ -45,13 +48,3 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for owner, name, rate in saved:
             setattr(owner, name, rate)
-
-
-def _scored_modules(model: nn.Module):
-    """The modules a forward of ``model`` runs: those of the shared peft model behind an adapter
-    view (its ``shared`` is a plain object holding ``model``), else ``model.modules()``."""
-    shared = getattr(model, "shared", None)
-    owner = getattr(shared, "model", None)
-    if shared is not None and not isinstance(shared, nn.Module) and isinstance(owner, nn.Module):
-        return owner.modules()
-    return model.modules()
