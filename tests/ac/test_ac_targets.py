@@ -18,7 +18,7 @@ from comlrl.ac.targets import (
 )
 from comlrl.core.loop import ItemBatch, run_unit
 from comlrl.core.rollout.record import ValueGroup
-from comlrl.core.training.policy_update import agent_minibatches
+from comlrl.core.training.policy_update import minibatches
 
 from .helpers import flat, make_iac, make_maac
 
@@ -256,7 +256,7 @@ def test_advantages_are_normalized_per_turn_group(tmp_path):
         return ValueGroup(0, turn, turn, [1], [[2]] * len(advs), [0.0] * len(advs), advantages=advs)
 
     groups = [g(0, [1.0, 3.0]), g(1, [10.0, 30.0, 20.0])]
-    batches = agent_minibatches(trainer, groups, "row", random.Random(0))
+    batches = minibatches(groups, trainer.args, random.Random(0), unit="row", sync=trainer.sync)
     by_turn = {}
     for batch, advs in batches:
         for (group, k), adv in zip(batch, advs):

@@ -54,6 +54,7 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
     the update scored another random sub-network each forward."""
     import torch
 
+    import comlrl.ac.ppo as ppo_module
     import comlrl.core.training.policy_update as update_module
     from comlrl.ac import IACConfig, IACTrainer
     from comlrl.core.testing import tiny_pair
@@ -92,7 +93,7 @@ def test_with_dropout_the_actors_first_pass_ratio_is_one(tmp_path, monkeypatch):
                     gaps.append((lp.values[r, :n].detach() - old).abs().max())
             yield idx, lp
 
-    monkeypatch.setattr(update_module, "policy_step", spied_step)
+    monkeypatch.setattr(ppo_module, "policy_step", spied_step)
     monkeypatch.setattr(update_module, "token_logprobs_parts", spied_parts)
     trainer.train()
     assert gaps and max(gaps).item() < 1e-4, max(gaps).item()

@@ -31,7 +31,7 @@ def _trainer(bf16: bool) -> _Trainer:
     args = SimpleNamespace(
         bf16=bf16, nonfinite_loss="raise", max_grad_norm=None, lr_scheduler_type="constant"
     )
-    return _Trainer(args=args, run_state=RunState(), lr_schedules=LRSchedules())
+    return _Trainer(args=args, run_state=RunState(), lr_schedules=LRSchedules(), monitors=None)
 
 
 def _rows():

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
+from comlrl.core.algos.losses import check_estimator, estimator_for, token_kl
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.models.reference import check_estimator, estimator_for, sequence_kl, token_kl
+from comlrl.core.models.reference import sequence_kl
 from comlrl.core.testing import tiny_pair
 
 LOGP = torch.tensor([-1.0, -2.0])

@@ -63,16 +63,14 @@ class _OneRank:
 
 
 def test_row_minibatches_normalize_each_turn_and_keep_every_row_once():
-    from types import SimpleNamespace
 
     from comlrl.core.training.policy_update import turn_row_minibatches
 
     groups = [_group(t, s, k=3) for s in range(3) for t in (0, 1)]
     for g in groups:
         g.advantages = [float(g.step + 10 * g.turn + j) for j in range(3)]
-    trainer = SimpleNamespace(sync=_OneRank())
     batches = turn_row_minibatches(
-        trainer, groups, 4, random.Random(0), normalize=True, num_turns=1
+        _OneRank(), groups, 4, random.Random(0), normalize=True, num_turns=1
     )
     rows = [r for b, _ in batches for r in b]
     assert sorted((id(g), k) for g, k in rows) == sorted(
@@ -82,7 +80,7 @@ def test_row_minibatches_normalize_each_turn_and_keep_every_row_once():
     for turn in (0, 1):
         advs = [a for b, av in batches for (g, _), a in zip(b, av) if g.turn == turn]
         assert abs(sum(advs)) < 1e-9 and abs(sum(a * a for a in advs) / len(advs) - 1) < 1e-9
-    raw = turn_row_minibatches(trainer, groups, 4, random.Random(0), normalize=False, num_turns=1)
+    raw = turn_row_minibatches(None, groups, 4, random.Random(0), normalize=False, num_turns=1)
     assert all(a == g.advantages[k] for b, av in raw for (g, k), a in zip(b, av))
 
 
@@ -99,12 +97,12 @@ def test_a_ratio_loss_without_rollout_logprobs_is_refused_by_name():
         require_old_logps(config, [[-0.1], None])
 
 
-def test_the_driver_cuts_groups_or_rows_over_every_pass_and_names_a_wrong_unit():
+def test_minibatches_cut_groups_or_rows_over_every_pass_and_name_a_wrong_unit():
     from types import SimpleNamespace
 
     import pytest
 
-    from comlrl.core.training.policy_update import agent_minibatches
+    from comlrl.core.training.policy_update import minibatches
 
     groups = [_group(t, s, k=3) for s in range(3) for t in (0, 1)]
     for g in groups:
@@ -112,10 +110,9 @@ def test_the_driver_cuts_groups_or_rows_over_every_pass_and_names_a_wrong_unit()
     args = SimpleNamespace(
         train_batch_size=2, num_iterations=2, advantage_normalization=False, num_turns=1
     )
-    trainer = SimpleNamespace(args=args, sync=_OneRank())
-    by_group = agent_minibatches(trainer, groups, "group", random.Random(0))
+    by_group = minibatches(groups, args, random.Random(0))
     assert sum(len(b) for b in by_group) == 2 * len(groups)  # two passes of groups
-    by_row = agent_minibatches(trainer, groups, "row", random.Random(0))
+    by_row = minibatches(groups, args, random.Random(0), unit="row", sync=_OneRank())
     assert sum(len(rows) for rows, _ in by_row) == 2 * 3 * len(groups)  # two passes of rows
     with pytest.raises(ValueError, match=r"unit must be one of \['group', 'row'\]"):
-        agent_minibatches(trainer, groups, "token", random.Random(0))
+        minibatches(groups, args, random.Random(0), unit="token")

@@ -68,6 +68,7 @@ def test_the_reward_model_fits_without_dropout():
         agent_steps={},
         args=SimpleNamespace(bf16=False, nonfinite_loss="raise", max_grad_norm=None),
         skipped_nonfinite=0,
+        monitors=None,
     )
     train_reward_model(
         model,

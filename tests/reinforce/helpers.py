@@ -1,5 +1,7 @@
 """Small builders shared by the REINFORCE tests."""
 
+from types import SimpleNamespace
+
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
 
@@ -56,3 +58,21 @@ def make_trainer(tmp_path, reward=length_reward, agents=None, tokenizer=None, **
         reward_func=reward,
         args=make_config(**cfg),
     )
+
+
+def advantages_of(returns, mode, normalize, baseline=None):
+    """One group's advantages through the trainer's own path
+    (:func:`comlrl.reinforce.algos.group_advantages`), with a measured ``baseline`` for the
+    greedy mode."""
+    import torch
+
+    from comlrl.reinforce.algos import group_advantages
+
+    config = SimpleNamespace(
+        advantage_mode=mode,
+        advantage_normalization=normalize,
+        advantage_normalization_scope="group",
+    )
+    r = torch.as_tensor([list(returns)], dtype=torch.float64)
+    b = None if baseline is None else torch.tensor([float(baseline)], dtype=torch.float64)
+    return group_advantages(r, config, baseline=b)[0]

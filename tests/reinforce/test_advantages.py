@@ -7,7 +7,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from comlrl.reinforce.advantages import batch_normalize, group_advantages
+from comlrl.reinforce.algos import batch_normalize
+
+from .helpers import advantages_of
 
 R = [1.0, 2.0, 4.0, 5.0]  # mean 3, max 5, population std sqrt(2.5)
 STD = math.sqrt(2.5)
@@ -24,7 +26,7 @@ STD = math.sqrt(2.5)
     ],
 )
 def test_unnormalized(mode, expected):
-    assert group_advantages(R, mode, normalize=False).tolist() == pytest.approx(expected)
+    assert advantages_of(R, mode, normalize=False).tolist() == pytest.approx(expected)
 
 
 MAX_RMS = math.sqrt((16 + 9 + 1 + 0) / 4)  # sqrt(mean (R - 5)^2)
@@ -42,61 +44,61 @@ MAX_RMS = math.sqrt((16 + 9 + 1 + 0) / 4)  # sqrt(mean (R - 5)^2)
     ],
 )
 def test_normalized_keeps_each_baseline(mode, expected):
-    assert group_advantages(R, mode, normalize=True).tolist() == pytest.approx(expected)
+    assert advantages_of(R, mode, normalize=True).tolist() == pytest.approx(expected)
 
 
 def test_normalized_modes_differ_where_their_shapes_do():
-    outs = {m: tuple(group_advantages(R, m, True).tolist()) for m in ("mean", "max")}
+    outs = {m: tuple(advantages_of(R, m, True).tolist()) for m in ("mean", "max")}
     assert len(set(outs.values())) == 2
 
 
 def test_equal_returns_give_zero_centered_advantages():
-    assert group_advantages([2.0, 2.0, 2.0], "mean", True).tolist() == [0.0, 0.0, 0.0]
+    assert advantages_of([2.0, 2.0, 2.0], "mean", True).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_unknown_mode():
     with pytest.raises(ValueError, match="advantage_mode"):
-        group_advantages(R, "median", False)
+        advantages_of(R, "median", False)
 
 
 def test_batch_normalize_is_zscore():
-    out = batch_normalize(torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64))
+    out = batch_normalize([torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64)])[0]
     assert out.mean().item() == pytest.approx(0.0, abs=1e-12)
     assert out.std(unbiased=False).item() == pytest.approx(1.0)
 
 
 @given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
 def test_mean_mode_sums_to_zero(returns):
-    adv = group_advantages(returns, "mean", normalize=True)
+    adv = advantages_of(returns, "mean", normalize=True)
     assert abs(adv.sum().item()) < 1e-6
 
 
 @given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
 def test_max_mode_never_positive(returns):
-    assert (group_advantages(returns, "max", normalize=True) <= 1e-12).all()
+    assert (advantages_of(returns, "max", normalize=True) <= 1e-12).all()
 
 
 @given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
 def test_rloo_is_scaled_mean(returns):
     k = len(returns)
-    rloo = group_advantages(returns, "rloo", normalize=False)
-    mean = group_advantages(returns, "mean", normalize=False)
+    rloo = advantages_of(returns, "rloo", normalize=False)
+    mean = advantages_of(returns, "mean", normalize=False)
     assert torch.allclose(rloo, mean * k / (k - 1), atol=1e-9)
 
 
 def test_estimators_take_many_groups_at_once():
-    from comlrl.reinforce.advantages import estimate
+    from comlrl.reinforce.algos import estimate
 
     groups = torch.tensor([R, [3.0, 1.0, 2.0, 2.0]], dtype=torch.float64)
     for mode in ("mean", "raw", "max", "rloo"):
         got = estimate(groups, mode)
         for row, returns in zip(got, groups):
-            want = group_advantages(returns.tolist(), mode, normalize=False)
+            want = advantages_of(returns.tolist(), mode, normalize=False)
             assert row.tolist() == pytest.approx(want.tolist())
 
 
 def test_the_greedy_baseline_goes_through_the_contract():
-    from comlrl.reinforce.advantages import estimate
+    from comlrl.reinforce.algos import estimate
 
     groups = torch.tensor([[1.0, 2.0], [4.0, 0.0]], dtype=torch.float64)
     got = estimate(groups, "greedy", baseline=torch.tensor([1.5, 1.0], dtype=torch.float64))
@@ -107,7 +109,7 @@ def test_the_greedy_baseline_goes_through_the_contract():
 
 def test_a_registered_estimator_gets_every_group_and_the_keywords():
     from comlrl.core import algos
-    from comlrl.reinforce.advantages import estimate
+    from comlrl.reinforce.algos import estimate
 
     seen = {}
 

@@ -15,7 +15,7 @@ from comlrl.core.rollout.generation import PromptSamples
 from comlrl.core.rollout.record import RolloutGroup, rollout_groups
 from comlrl.core.rollout.tree import TreeSettings, build_trees, joint_action_indices
 from comlrl.reinforce import MAGRPOConfig
-from comlrl.reinforce.advantages import estimate, normalize_groups
+from comlrl.reinforce.algos import estimate, normalize_groups
 from comlrl.reinforce.magrpo import joint_table
 
 from .helpers import PROMPTS, make_trainer

@@ -10,7 +10,7 @@ import torch
 from comlrl.core.algos.losses import SEQUENCE_LOG_RATIO_MAX, gspo_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
-from comlrl.reinforce.losses import row_weights
+from comlrl.reinforce.algos import row_weights
 
 
 def _row_gradients(aggregation):

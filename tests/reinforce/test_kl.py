@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from comlrl.core.algos.losses import kl_penalty
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.loop import ItemBatch
@@ -15,7 +16,6 @@ from comlrl.core.rewards.shaping import shape_with_kl
 from comlrl.core.rollout.tree import TreeNode, agent_returns, compute_returns
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
-from comlrl.reinforce.kl import kl_loss_term
 
 from ..ac.helpers import transition
 from .helpers import PROMPTS, length_reward, make_config, make_trainer
@@ -63,7 +63,7 @@ def _rows():
 )
 def test_kl_loss_term_value_and_gradient(estimator, value, grads):
     values, lp, ref = _rows()
-    term, metrics = kl_loss_term(lp, ref, torch.tensor([0.5]), 0.2, estimator)
+    term, metrics = kl_penalty(lp, ref, torch.tensor([0.5]), 0.2, estimator)
     assert term.item() == pytest.approx(value, rel=1e-6)
     term.backward()
     assert values.grad[0].tolist() == pytest.approx(grads, rel=1e-6, abs=1e-9)

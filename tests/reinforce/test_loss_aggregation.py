@@ -10,7 +10,7 @@ import torch
 from comlrl.core.algos.losses import reinforce_loss
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.reinforce import MAGRPOConfig
-from comlrl.reinforce.losses import row_weights, token_mean_total
+from comlrl.reinforce.algos import row_weights, token_mean_total
 
 from .helpers import make_trainer
 

@@ -4,6 +4,7 @@ without dropout, so the first pass's ratio is 1 even for a model with dropout.""
 import torch
 
 import comlrl.core.training.policy_update as update_module
+import comlrl.reinforce.magrpo as magrpo_module
 from comlrl.core.testing import tiny_pair
 
 from .helpers import make_trainer
@@ -59,7 +60,7 @@ def _first_steps(monkeypatch, trainer):
                     seen[agent]["new"].append((i, lp.values[r, : len(comps[i])].detach().clone()))
             yield idx, lp
 
-    monkeypatch.setattr(update_module, "policy_step", spied_step)
+    monkeypatch.setattr(magrpo_module, "policy_step", spied_step)
     monkeypatch.setattr(update_module, "token_logprobs_parts", spied_parts)
     return seen
 

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from comlrl.core.logging.jsonl import read_metrics
-from comlrl.reinforce.advantages import batch_normalize, group_advantages
+from comlrl.reinforce.algos import batch_normalize
 
-from .helpers import make_trainer
+from .helpers import advantages_of, make_trainer
 
 TIED = [2.0, 2.0, 2.0, 2.0]
 D = 1e-4
@@ -30,7 +30,7 @@ TIED_EXPECTED = {
 @pytest.mark.parametrize("normalize", [False, True])
 def test_tied_group(mode, normalize):
     want = TIED_EXPECTED[mode][int(normalize)]
-    got = group_advantages(TIED, mode, normalize).tolist()
+    got = advantages_of(TIED, mode, normalize).tolist()
     assert got == pytest.approx(want, abs=1e-9)
 
 
@@ -57,16 +57,16 @@ def _near_expected(mode, normalize):
 @pytest.mark.parametrize("mode", sorted(TIED_EXPECTED))
 @pytest.mark.parametrize("normalize", [False, True])
 def test_near_tied_group(mode, normalize):
-    got = group_advantages(NEAR, mode, normalize).tolist()
+    got = advantages_of(NEAR, mode, normalize).tolist()
     assert got == pytest.approx(_near_expected(mode, normalize), rel=1e-6, abs=1e-12)
 
 
 @pytest.mark.parametrize("mode", sorted(TIED_EXPECTED))
 def test_batch_scope_tied_and_near_tied(mode):
     # Batch scope z-scores the baseline advantages of the whole batch.
-    tied = batch_normalize(group_advantages(TIED + TIED, mode, normalize=False))
+    tied = batch_normalize([advantages_of(TIED + TIED, mode, normalize=False)])[0]
     assert tied.abs().max().item() < 1e-6
-    near = batch_normalize(group_advantages(NEAR, mode, normalize=False))
+    near = batch_normalize([advantages_of(NEAR, mode, normalize=False)])[0]
     assert near.tolist() == pytest.approx([-1 / S3] * 3 + [S3], rel=1e-5)
 
 
@@ -75,7 +75,7 @@ def test_batch_scope_tied_and_near_tied(mode):
     st.sampled_from(sorted(TIED_EXPECTED)),
 )
 def test_normalized_advantages_are_bounded_by_sqrt_k(returns, mode):
-    adv = group_advantages(returns, mode, normalize=True)
+    adv = advantages_of(returns, mode, normalize=True)
     assert adv.abs().max().item() <= math.sqrt(len(returns)) + 1e-9
 
 
@@ -96,4 +96,4 @@ def test_mareinforce_with_a_constant_reward_keeps_a_small_loss(tmp_path):
 
 @pytest.mark.parametrize("value", [0.01, 1.0, -3.0])
 def test_a_tied_raw_group_gives_no_signal_whatever_its_reward(value):
-    assert group_advantages([value] * 4, "raw", True).tolist() == [0.0] * 4
+    assert advantages_of([value] * 4, "raw", True).tolist() == [0.0] * 4

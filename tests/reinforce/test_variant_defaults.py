@@ -17,9 +17,8 @@ from comlrl.reinforce import (
     MAReMaxTrainer,
     MARLOOConfig,
 )
-from comlrl.reinforce.advantages import fixed_baseline_advantages
 
-from .helpers import PROMPTS, length_reward
+from .helpers import PROMPTS, advantages_of, length_reward
 
 FAST = dict(
     num_train_epochs=1,
@@ -54,9 +53,13 @@ def test_bad_baseline_names_the_field():
 
 
 def test_fixed_baseline_hand_values():
-    assert fixed_baseline_advantages([1.0, 2.0, 4.0], 2.0, False).tolist() == [-1.0, 0.0, 2.0]
+    assert advantages_of([1.0, 2.0, 4.0], "greedy", False, baseline=2.0).tolist() == [
+        -1.0,
+        0.0,
+        2.0,
+    ]
     rms = math.sqrt((1 + 0 + 4) / 3)
-    got = fixed_baseline_advantages([1.0, 2.0, 4.0], 2.0, True).tolist()
+    got = advantages_of([1.0, 2.0, 4.0], "greedy", True, baseline=2.0).tolist()
     assert got == pytest.approx([-1 / rms, 0.0, 2 / rms])
 
 

@@ -1,9 +1,9 @@
 """What IAC and MAAC share: construction order, episode collection on core's rollout record
 (rollout → KL shaping → returns → :class:`~comlrl.core.rollout.record.ValueGroup` per agent and
 node → rollout log-probs for the ratio loss → old values → TD targets → GAE(λ)), per-agent
-buffers and resumable state. The update runs on core's update driver
-(:func:`comlrl.core.training.policy_update.update_policies`: the actor's rows from
-:mod:`comlrl.ac.ppo`, a critic step on core's
+buffers and resumable state. Each family's update is its own loop over core's pieces
+(:mod:`comlrl.core.training.policy_update`: mini-batches and the policy step on the actor's
+rows from :mod:`comlrl.ac.ppo`; a critic step on core's
 :func:`~comlrl.core.training.value_step.value_step`), metrics and evaluation in
 :mod:`comlrl.ac.reporting`, critic placement in :mod:`comlrl.ac.critics`.
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-from functools import partial
 from typing import Any
 
 import torch
@@ -20,7 +19,7 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
-from comlrl.ac.ppo import Row, actor_loss, actor_rows, advantage_divisors
+from comlrl.ac.ppo import Row, actor_loss, actor_step, advantage_divisors
 from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.targets import critic_rows, spread_values, value_error
 from comlrl.ac.values import (
@@ -37,9 +36,10 @@ from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
-from comlrl.core.training.policy_update import update_policies
+from comlrl.core.training.policy_update import UpdateLog, agent_rngs, minibatches
 from comlrl.core.training.precision import master_weights
 from comlrl.core.training.train_step import Target, train_step
+from comlrl.core.training.value_step import value_step
 
 
 class IACTrainer(ActorCriticTrainerBase):
@@ -181,25 +181,32 @@ class IACTrainer(ActorCriticTrainerBase):
 
     # ------------------------------------------------------------------ updates
     def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
-        """Core's update driver on every agent's groups: row mini-batches (advantages z-scored
-        per turn), the actor's step on :func:`comlrl.ac.ppo.actor_rows`, then its critic's
-        regression on the same rows; with value heads one step on both losses."""
+        """Every agent's actor and critic from its groups (concurrently across devices in
+        ``mp`` mode)."""
         for agent in range(self.num_agents):
             for module in self._value_modules(agent):
                 module.train()
-        stats = update_policies(
-            self,
-            buffers,
-            partial(actor_rows, self),
-            unit="row",
-            step=None if self.separate_critics else self._shared_step,
-            critic=self._critic_rows if self.separate_critics else None,
-            label="actor (agent {agent}) loss",
-        )
+        work = list(zip(buffers, agent_rngs(self.shuffle_rng, self.num_agents)))
         metrics: dict[str, float] = {}
-        for i, st in enumerate(stats):
+        for i, st in enumerate(self.workers.map(self._update_agent, work)):
             metrics.update({f"agent_{i}/{k}": v for k, v in actor_critic_stats(st).items()})
         return metrics
+
+    def _update_agent(self, agent: int, work) -> dict[str, float]:
+        """``num_iterations`` passes of row mini-batches (advantages z-scored per turn): the
+        actor's step on :func:`comlrl.ac.ppo.actor_rows`, then its critic's regression on the
+        same rows; with a value head, one step on both losses."""
+        groups, rng = work
+        log, model = UpdateLog(), self.agents[agent]
+        model.train()
+        with dropout_off(model):  # the policy that sampled, so a first pass's ratio is 1
+            for batch in minibatches(list(groups), self.args, rng, unit="row", sync=self.sync):
+                if not self.separate_critics:
+                    log.step(self._shared_step(agent, batch))
+                    continue
+                log.step(actor_step(self, agent, batch))
+                log.value("critic_loss", value_step(self, self._critic_rows(agent, batch)))
+        return log.means()
 
     def _critic_rows(self, agent: int, batch: tuple[list[Row], list[float]]):
         """Agent ``agent``'s critic regression on the rows of the actor's mini-batch."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
-from comlrl.ac.ppo import actor_rows
+from comlrl.ac.ppo import actor_step
 from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.samples import JointSample
 from comlrl.ac.targets import (
@@ -46,8 +45,9 @@ from comlrl.core.logprobs.values import estimate_values
 from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
-from comlrl.core.training.policy_update import mean_or_nan, update_policies
+from comlrl.core.training.policy_update import UpdateLog, agent_rngs, mean_or_nan, minibatches
 from comlrl.core.training.precision import master_weights
 from comlrl.core.training.value_step import value_step
 
@@ -224,12 +224,10 @@ class MAACTrainer(ActorCriticTrainerBase):
 
     # ------------------------------------------------------------------ updates
     def _update(self, buffers: list[list[ValueGroup]], joint: list) -> dict[str, float]:
-        """The actors on core's update driver (row mini-batches, the actor's rows of
-        :func:`comlrl.ac.ppo.actor_rows`), then the centralized critic's passes over the joint
-        samples."""
-        stats = update_policies(
-            self, buffers, partial(actor_rows, self), unit="row", label="actor (agent {agent}) loss"
-        )
+        """The actors from their groups (concurrently across devices in ``mp`` mode), then the
+        centralized critic's passes over the joint samples."""
+        work = list(zip(buffers, agent_rngs(self.shuffle_rng, self.num_agents)))
+        stats = self.workers.map(self._update_actor, work)
         # Drawn after the actors' seeds, from the same generator.
         critic_rng = random.Random(self.shuffle_rng.getrandbits(64))
         # The critic makes as many passes as the actors, towards the targets of the rollout.
@@ -244,6 +242,17 @@ class MAACTrainer(ActorCriticTrainerBase):
             [s.old_value for s in joint], [s.target for s in joint]
         )
         return metrics
+
+    def _update_actor(self, agent: int, work) -> dict[str, float]:
+        """``num_iterations`` passes of row mini-batches (advantages z-scored per turn), the
+        actor's step on each (:func:`comlrl.ac.ppo.actor_rows`)."""
+        groups, rng = work
+        log, model = UpdateLog(), self.agents[agent]
+        model.train()
+        with dropout_off(model):  # the policy that sampled, so a first pass's ratio is 1
+            for batch in minibatches(list(groups), self.args, rng, unit="row", sync=self.sync):
+                log.step(actor_step(self, agent, batch))
+        return log.means()
 
     def _update_critic(self, joint: list[JointSample], rng: random.Random) -> float:
         """One pass, once per joint sample: shuffled mini-batches of ``train_batch_size``, each

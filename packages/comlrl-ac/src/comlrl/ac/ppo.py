@@ -15,7 +15,7 @@ from comlrl.core import algos
 from comlrl.core.algos.losses import padded_rows
 from comlrl.core.logprobs import TokenLogprobs
 from comlrl.core.rollout.record import ValueGroup
-from comlrl.core.training.policy_update import PolicyRows, require_old_logps
+from comlrl.core.training.policy_update import PolicyRows, policy_step, require_old_logps
 
 # One completion of the buffer in an update: its group and its index there.
 Row = tuple[ValueGroup, int]
@@ -65,6 +65,12 @@ def actor_rows(trainer: Any, agent: int, batch: tuple[list[Row], list[float]]) -
         old=[g.old_logps[k] if g.old_logps else None for g, k in rows],
         layout="padded",  # the layout the rollout log-probs were taken in (ratio 1 to the bit)
     )
+
+
+def actor_step(trainer: Any, agent: int, batch: tuple[list[Row], list[float]]):
+    """Core's policy step of ``agent``'s actor on one row mini-batch (:func:`actor_rows`)."""
+    what = f"{trainer.algorithm_name} actor (agent {agent}) loss"
+    return policy_step(trainer, agent, actor_rows(trainer, agent, batch), what=what)
 
 
 def actor_loss(

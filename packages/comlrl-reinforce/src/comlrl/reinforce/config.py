@@ -25,7 +25,6 @@ from comlrl.core.config.knobs import (
     NUM_GENERATIONS,
     TRL_LOSS_TYPES,
 )
-from comlrl.reinforce.kl import check_kl_placement
 from comlrl.reinforce.presets import PRESET_ALIASES, PRESETS, refuse_inert
 
 NORMALIZATION_SCOPES = ("group", "batch")
@@ -52,6 +51,23 @@ def _check_weight_list(name: str, value):
             f"{name} must be None or a non-empty list of finite numbers, got {value!r}."
         )
     return [float(w) for w in value]
+
+
+def check_kl_placement(config: Any) -> None:
+    """Refuse a KL in both the reward and the loss, and a KL estimator that does nothing where it
+    is used; each ValueError names the field."""
+    if config.reference_kl_enabled and config.beta > 0:
+        raise ValueError(
+            f"beta={config.beta} puts a KL term in the loss while reference_kl_enabled=True puts "
+            "one in the reward; choose one (beta=0 for KL in the reward, or "
+            "reference_kl_enabled=False for KL in the loss)."
+        )
+    if config.beta > 0 and config.reference_kl_estimator == "k1":
+        raise ValueError(
+            "reference_kl_estimator='k1' with beta > 0: k1 in the loss has zero expected "
+            "gradient, so the KL term would do nothing; use k2 or k3 (or None, which is k3) in "
+            "the loss, or k1 in the reward (reference_kl_enabled=True, beta=0)."
+        )
 
 
 @dataclass

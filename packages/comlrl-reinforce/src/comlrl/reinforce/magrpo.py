@@ -11,6 +11,7 @@ import torch
 
 from comlrl.core import algos
 from comlrl.core.algos import JointTable
+from comlrl.core.algos.losses import estimator_for
 from comlrl.core.callable_types import (
     DatasetArg,
     FormatterArg,
@@ -29,20 +30,28 @@ from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.rollout.tree import nodes_per_tree
+from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
-from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
-from comlrl.reinforce.advantages import (
+from comlrl.core.training.policy_update import (
+    PolicyRows,
+    UpdateLog,
+    agent_rngs,
+    group_rows,
+    minibatches,
+    policy_step,
+)
+from comlrl.reinforce.algos import (
     batch_normalize,
-    estimate,
-    normalize_groups,
+    group_advantages,
+    kept_tokens,
     reads_joint_table,
+    row_weights,
+    token_mean_total,
 )
 from comlrl.reinforce.config import MAGRPOConfig
 from comlrl.reinforce.filters import has_spread, is_truncated
 from comlrl.reinforce.greedy import PHASE as GREEDY_PHASE
 from comlrl.reinforce.greedy import greedy_baselines
-from comlrl.reinforce.kl import kl_loss_term, loss_estimator
-from comlrl.reinforce.losses import kept_tokens, row_weights, token_mean_total
 
 # 1.4.3's name for one node's samples, which its import paths export.
 NodeSample = RolloutGroup
@@ -191,14 +200,10 @@ class MAGRPOTrainer(TrainerBase):
             self.fill_advantages(groups)
 
     def fill_advantages(self, groups: Sequence[RolloutGroup]) -> None:
-        """Each group's advantages within the group: the configured estimator over the groups'
-        ``[G, K]`` returns (and, for an estimator that reads them, the nodes' joint tables),
-        then per-group normalization when its scope is ``group`` (batch scope needs the whole
-        update and comes later)."""
-        a = self.args
-        mode = a.advantage_mode
-        scope_normalize = a.advantage_normalization and a.advantage_normalization_scope == "group"
-        wants_table = reads_joint_table(mode)
+        """Each group's advantages within the group (:func:`comlrl.reinforce.algos.group_advantages`
+        over the ``[G, K]`` returns of groups of one shape, with MAReMax's measured baselines
+        and, for an estimator that reads them, the nodes' joint tables)."""
+        mode = self.args.advantage_mode
         by_shape: dict[tuple[int, int], list[RolloutGroup]] = {}
         for g in groups:
             by_shape.setdefault((len(g.completion_ids), len(g.joint_index)), []).append(g)
@@ -207,11 +212,9 @@ class MAGRPOTrainer(TrainerBase):
             baseline = table = None
             if mode == "greedy":
                 baseline = torch.tensor([float(g.baseline) for g in same], dtype=torch.float64)
-            if wants_table:
+            if reads_joint_table(mode):
                 table = joint_table(same)
-            adv = estimate(returns, mode, a, baseline, table)
-            if scope_normalize:
-                adv = normalize_groups(adv, mode, table)
+            adv = group_advantages(returns, self.args, baseline=baseline, table=table)
             for g, row in zip(same, adv.tolist()):
                 g.advantages = row
 
@@ -222,20 +225,27 @@ class MAGRPOTrainer(TrainerBase):
 
     # ------------------------------------------------------------------ update
     def update(self, experience: Experience) -> dict[str, float]:
-        """Update every agent from its share of a full buffer: core's policy update
-        (:func:`~comlrl.core.training.policy_update.update_policies`) on this family's rows."""
-        per_agent, reported = [], []
-        for samples in experience.samples:
-            found: dict[str, list[float]] = {}
-            if self.args.drop_zero_variance_groups:
-                # Shaped returns: a group whose rewards tie still differs in its KL penalty.
-                kept = [g for g in samples if has_spread(g.returns)]
-                found["dropped_groups"] = [float(len(samples) - len(kept))]
-                samples = kept
-            per_agent.append(list(samples))
-            reported.append(found)
-        stats = update_policies(self, per_agent, self.policy_rows, reported=reported)
-        return self._metrics(stats)
+        """Update every agent from its share of a full buffer (concurrently across devices in
+        ``mp`` mode), then report the agents' means."""
+        work = list(zip(experience.samples, agent_rngs(self.shuffle_rng, self.num_agents)))
+        return self._metrics(self.workers.map(self._update_agent, work))
+
+    def _update_agent(self, agent: int, work) -> dict[str, float]:
+        """``num_iterations`` passes over the agent's groups in mini-batches by turn, one
+        policy step per mini-batch on this family's rows."""
+        groups, rng = work
+        a, log = self.args, UpdateLog()
+        if a.drop_zero_variance_groups:
+            # Shaped returns: a group whose rewards tie still differs in its KL penalty.
+            kept = [g for g in groups if has_spread(g.returns)]
+            log.value("dropped_groups", len(groups) - len(kept))
+            groups = kept
+        model = self.agents[agent]
+        model.train()
+        with dropout_off(model):  # the policy that sampled, so a first pass's ratio is 1
+            for batch in minibatches(list(groups), a, rng):
+                log.step(policy_step(self, agent, self.policy_rows(agent, batch)))
+        return log.means()
 
     def advantages_for(self, batch: Sequence[RolloutGroup]) -> list[torch.Tensor]:
         """Advantages of every completion in ``batch``, one tensor per group: the groups' own,
@@ -244,16 +254,14 @@ class MAGRPOTrainer(TrainerBase):
         self.fill_advantages([g for g in batch if not g.advantages])
         advs = [torch.tensor(g.advantages, dtype=torch.float64) for g in batch]
         if a.advantage_normalization and a.advantage_normalization_scope == "batch":
-            flat = torch.cat(advs)
-            pooled = self.sync.pooled_moments([flat])
-            flat = batch_normalize(flat, pooled[0] if pooled else None)
-            advs = list(torch.split(flat, [len(x) for x in advs]))
+            pooled = self.sync.pooled_moments([torch.cat(advs)])
+            advs = batch_normalize(advs, pooled[0] if pooled else None)
         return advs
 
     def policy_rows(self, agent: int, batch: list[RolloutGroup]) -> PolicyRows:
         """One mini-batch of ``agent``'s groups as the policy loss's rows: advantages (batch
         normalization here), ``loss_aggregation``'s row weights with truncated completions
-        masked, and the KL-to-reference loss term when ``beta > 0``."""
+        masked, and the KL-to-reference loss term's coefficient ``beta``."""
         a = self.args
         cols = group_rows(batch, [adv.tolist() for adv in self.advantages_for(batch)])
         comps = cols["completions"]
@@ -273,13 +281,6 @@ class MAGRPOTrainer(TrainerBase):
             keep,
             token_total=self._token_total(lengths, keep),
         )
-        extra = None
-        if a.beta > 0:
-            beta, estimator = a.beta, loss_estimator(a)
-
-            def extra(lp, ref, row_w):
-                return kl_loss_term(lp, ref, row_w, beta, estimator)
-
         return PolicyRows(
             cols["prompts"],
             comps,
@@ -289,7 +290,8 @@ class MAGRPOTrainer(TrainerBase):
             old=cols["old"],
             ref=cols["ref"],
             metrics=found,
-            extra=extra,
+            kl_coef=a.beta,
+            kl_estimator=estimator_for(a, "loss"),
         )
 
     def _token_total(self, lengths: list[int], keep) -> float | None:

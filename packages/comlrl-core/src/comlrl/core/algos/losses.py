@@ -20,6 +20,19 @@ far. Two guards keep one stale or degenerate row from dominating an update (both
 - the log-ratio is clamped before it is exponentiated: a token's to ``±LOG_RATIO_BOUND`` (20)
   and a GSPO sequence log-ratio to at most ``SEQUENCE_LOG_RATIO_MAX`` (10), so the surrogate
   stays finite (an infinite loss would drop the whole step).
+
+The KL to the reference, per token, with ``d = log pi_ref - log pi`` (the sample drawn from
+``pi``):
+
+- ``k1 = -d``: unbiased for KL(pi || ref); the estimator for the *reward* (its score-function
+  gradient is the KL's gradient, as TRL, verl and OpenRLHF use it);
+- ``k2 = d^2 / 2``: low variance; in the *loss*, its gradient is the KL's gradient on-policy;
+- ``k3 = exp(d) - d - 1 >= 0``: unbiased and low variance (GRPO's loss term); as a reward its
+  score-function gradient is biased (CoMLRL 1.4.3 used it there). It grows exponentially in
+  ``d``: one sampled token the policy finds far less likely than the reference does (log-probs
+  -12 against -0.5) gives 9.9e4, and after gradient clipping that token alone sets the step's
+  direction. So, as verl's ``low_var_kl``, ``d`` is clamped to [-20, 20] and k3 to [0, 10]
+  (:data:`K3_CLAMP`); a clamped token gets no gradient.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from typing import Any
 import torch
 
 from comlrl.core.algos.registry import register_policy_loss
+from comlrl.core.config.base import KL_ESTIMATORS
 from comlrl.core.logprobs import TokenLogprobs
 
 # ------------------------------------------------------------------ z-score
@@ -139,6 +153,61 @@ def token_ratio_loss(
     return clipped_surrogate(
         log_ratio, mask, advantages, row_weights, low, high, clip_ratio_c=dual_clip(config)
     )
+
+
+# ------------------------------------------------------------------ KL to the reference
+# verl's bounds for k3: the log-ratio d to [-D, D], k3 itself to at most K3 (k3 >= 0 anyway).
+K3_LOG_RATIO_CLAMP = 20.0
+K3_CLAMP = 10.0
+
+# Where the KL goes when ``reference_kl_estimator`` is None.
+DEFAULT_ESTIMATORS = {"reward": "k1", "loss": "k3"}
+
+
+def check_estimator(name: str, field: str = "reference_kl_estimator") -> str:
+    """``name`` if it is a known estimator; a ValueError naming ``field`` otherwise."""
+    if name not in KL_ESTIMATORS:
+        raise ValueError(f"{field} must be one of {', '.join(KL_ESTIMATORS)}; got {name!r}.")
+    return name
+
+
+def token_kl(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str) -> torch.Tensor:
+    """The per-token KL estimate ``estimator`` (k1, k2 or k3) of samples from the policy whose
+    log-probs are ``logps``, against the reference's ``ref_logps`` (same shape); k3 clamped as
+    verl clamps it (see the module docs)."""
+    d = ref_logps - logps
+    kind = check_estimator(estimator, "estimator")
+    if kind == "k1":
+        return -d
+    if kind == "k2":
+        return 0.5 * d * d
+    d = d.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+    return (torch.exp(d) - d - 1.0).clamp(max=K3_CLAMP)
+
+
+def estimator_for(args: Any, where: str) -> str:
+    """The estimator ``args`` asks for in the ``where`` ("reward" or "loss") KL term:
+    ``reference_kl_estimator`` when set, else k1 in the reward and k3 in the loss."""
+    chosen = getattr(args, "reference_kl_estimator", None)
+    return chosen if chosen is not None else DEFAULT_ESTIMATORS[where]
+
+
+def kl_penalty(
+    logps: TokenLogprobs,
+    ref_logps: torch.Tensor,
+    row_weights: torch.Tensor,
+    coef: float,
+    estimator: str,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The KL-to-reference loss term ``coef * sum_r w_r * sum_t KL_t`` over the rows of
+    ``logps`` (with grad), ``ref_logps`` the reference's per-token log-probs in the same layout,
+    aggregated with the policy loss's row weights. Returns the term and the mean per-token KL
+    estimate (``kl``)."""
+    mask = logps.mask
+    kl = token_kl(logps.values * mask, ref_logps * mask, estimator) * mask
+    term = coef * (row_weights * kl.sum(-1)).sum()
+    tokens = mask.sum().clamp(min=1.0)
+    return term, {"kl": float(kl.detach().sum() / tokens)}
 
 
 def padded_rows(rows: Sequence[Sequence[float]], width: int, device) -> torch.Tensor:

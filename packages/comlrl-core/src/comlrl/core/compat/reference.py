@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from comlrl.core.algos.losses import token_kl
 from comlrl.core.compat.devices import DeviceScheduler
 from comlrl.core.compat.helpers import (
     apply_tokenizer_specials,
@@ -22,7 +23,6 @@ from comlrl.core.compat.helpers import (
 )
 from comlrl.core.distributed import unwrap_model
 from comlrl.core.models import freeze_model
-from comlrl.core.models.reference import token_kl
 
 
 def validate_reference_kl_config(args: Any, expected_count: int) -> None:

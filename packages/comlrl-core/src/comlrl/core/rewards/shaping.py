@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from comlrl.core.algos.losses import estimator_for
 from comlrl.core.logprobs import micro_batches
 from comlrl.core.logprobs.budget import token_budget
-from comlrl.core.models.reference import estimator_for, sequence_kl
+from comlrl.core.models.reference import sequence_kl
 from comlrl.core.rollout.tree import TreeNode, compute_returns
 from comlrl.core.training.precision import scoring_context
 

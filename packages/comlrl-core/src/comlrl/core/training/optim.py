@@ -11,11 +11,14 @@ keeps PyTorch's default implementation. The update rule is the same either way.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from comlrl.core.training.precision import warn_low_precision
+
+if TYPE_CHECKING:
+    from comlrl.core.training.host import StepHost
 
 # Device types with a fused AdamW kernel (CPU since torch 2.4).
 _FUSED_DEVICES = {"cuda", "cpu"}
@@ -62,12 +65,14 @@ def build_adamw(params: Iterable[Any], **kwargs: Any) -> torch.optim.AdamW:
     return torch.optim.AdamW(items, **kwargs)
 
 
-def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iterable[Any]) -> bool:
+def loss_is_usable(
+    host: StepHost, loss: torch.Tensor, what: str, optimizers: Iterable[Any]
+) -> bool:
     """Apply the config's non-finite policy to ``loss`` before its backward pass.
 
     A finite loss returns True. A non-finite one raises ``FloatingPointError`` under
     ``nonfinite_loss='raise'``; under ``'skip'`` it clears the gradients of ``optimizers``,
-    counts the skip in ``trainer.run_state.skipped_nonfinite``, warns and returns False, so the caller
+    counts the skip in ``host.run_state.skipped_nonfinite``, warns and returns False, so the caller
     abandons this optimizer step. ``what`` names the loss in messages (e.g. "MAGRPO loss of
     agent 0").
     """
@@ -75,8 +80,8 @@ def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iter
         return True
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
-    if trainer.args.nonfinite_loss == "skip":
-        state = trainer.run_state
+    if host.args.nonfinite_loss == "skip":
+        state = host.run_state
         state.skipped_nonfinite += 1
         import warnings
 
@@ -92,7 +97,7 @@ def loss_is_usable(trainer: Any, loss: torch.Tensor, what: str, optimizers: Iter
 
 
 def apply_step(
-    trainer: Any,
+    host: StepHost,
     parameters: Iterable[torch.nn.Parameter],
     optimizer: Any,
     *,
@@ -101,7 +106,7 @@ def apply_step(
 ) -> float:
     """The one optimizer step every family takes once its backward passes are done.
 
-    Gradients are averaged over ranks (``trainer.sync``, :meth:`GradientSync.gradients`, a
+    Gradients are averaged over ranks (``host.sync``, :meth:`GradientSync.gradients`, a
     no-op in one process), clipped to ``max_grad_norm`` by a norm that also covers sharded
     parameters, and the optimizer steps. When the step updated an agent (``agent`` is its index; critics and
     reward models pass None), the rollout backend then hears that its weights changed, so a
@@ -112,16 +117,16 @@ def apply_step(
     """
     from comlrl.core.distributed.sharding import clip_gradients
 
-    params = [p for p in trainer.sync.gradients(parameters) if p.grad is not None]
+    params = [p for p in host.sync.gradients(parameters) if p.grad is not None]
     norm = float("nan")
     if params:
-        max_norm = trainer.args.max_grad_norm
+        max_norm = host.args.max_grad_norm
         norm = clip_gradients(params, max_norm if max_norm is not None else float("inf"))
-    scheduler = trainer.lr_schedules.for_optimizer(optimizer, trainer.args) if scheduled else None
+    scheduler = host.lr_schedules.for_optimizer(optimizer, host.args) if scheduled else None
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
     if agent is not None:
-        trainer.run_state.count_step(agent)
-        trainer.rollout_backend.on_weights_updated(agent, trainer.agents[agent])
+        host.run_state.count_step(agent)
+        host.rollout_backend.on_weights_updated(agent, host.agents[agent])
     return norm

@@ -1,20 +1,24 @@
-"""The update half of a policy family's step, owned by core (:func:`update_policies`, the one
-update driver): every agent's passes over its share of a drained buffer, mini-batches by turn
-in a seeded shuffle, one optimizer step per mini-batch on the registered policy loss that
-``policy_loss`` names and, for a family with a critic, the critic's step on the same
-mini-batch (:mod:`comlrl.core.training.value_step`).
+"""Core's pieces of a policy family's update, which the family's ``update`` calls in a short
+loop of its own (:meth:`comlrl.reinforce.magrpo.MAGRPOTrainer.update` reads top to bottom):
 
-A family contributes what its math says about a mini-batch (:class:`PolicyRows`: each
-completion's advantage and its weight in the loss, plus an optional extra loss term such as a
-KL to the reference; with a critic, its value rows); core scores the rows with the log-prob
-engine at the sampler's temperature, forms the ratio inputs, calls the loss and runs
-:func:`~comlrl.core.training.train_step.train_step`.
+- :func:`agent_rngs`: each agent's seeded shuffle, drawn in agent order;
+- :func:`minibatches`: ``num_iterations`` passes over one agent's groups, by turn, in that
+  shuffle, of groups (``unit="group"``) or of completions with their advantages z-scored per
+  turn (``unit="row"``);
+- :func:`policy_step`: one optimizer step of an agent on a mini-batch's :class:`PolicyRows`
+  (each completion's advantage and weight in the loss, the KL-to-reference coefficient): the
+  log-prob engine scores the rows at the sampler's temperature, the registered ``policy_loss``
+  and the KL term make the loss, and :func:`~comlrl.core.training.train_step.train_step` runs
+  the backward and the optimizer step;
+- :class:`UpdateLog`: one agent's steps summed up into the metrics the update reports.
+
+A critic's step on the same mini-batch is :func:`comlrl.core.training.value_step.value_step`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,16 +26,13 @@ import numpy as np
 import torch
 
 from comlrl.core import algos
-from comlrl.core.algos.losses import padded_rows, zscore
-from comlrl.core.logprobs import TokenLogprobs, token_logprobs_parts
+from comlrl.core.algos.losses import kl_penalty, padded_rows, zscore
+from comlrl.core.distributed.gradients import GradientSync
+from comlrl.core.logprobs import token_logprobs_parts
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.training.dropout import dropout_off
+from comlrl.core.training.host import PolicyHost
 from comlrl.core.training.train_step import Target, train_step
-from comlrl.core.training.value_step import ValueRows, value_step
-
-# ``extra(logps, ref_logps, row_weights) -> (term, metrics)``: a term added to a part's loss;
-# ``ref_logps`` is the rows' reference log-probs padded to the part (None without them).
-ExtraTerm = Callable[[TokenLogprobs, "torch.Tensor | None", torch.Tensor], tuple]
 
 
 @dataclass
@@ -39,7 +40,8 @@ class PolicyRows:
     """One mini-batch as the policy loss sees it: a row per completion (its prompt and
     completion ids, advantage and weight in the loss; rollout and reference log-probs where
     the record holds them), the turn its completions answer, values to report as they are
-    (``metrics``), and an optional :data:`ExtraTerm`."""
+    (``metrics``), and the KL-to-reference term of the loss: ``kl_coef * sum_r w_r * sum_t
+    KL_t`` with ``kl_estimator`` (none at ``kl_coef=0``; it needs ``ref``)."""
 
     prompts: list[list[int]]
     completions: list[list[int]]
@@ -49,7 +51,8 @@ class PolicyRows:
     old: list[list[float] | None] | None = None
     ref: list[list[float] | None] | None = None
     metrics: dict[str, list[float]] = field(default_factory=dict)
-    extra: ExtraTerm | None = None
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
     layout: str = "auto"  # the engine's forward layout (see comlrl.core.logprobs.planning)
 
 
@@ -87,7 +90,7 @@ def turn_minibatches(
 
 
 def turn_row_minibatches(
-    trainer: Any,
+    sync: GradientSync | None,
     groups: Sequence[RolloutGroup],
     batch_size: int,
     rng: random.Random,
@@ -98,7 +101,8 @@ def turn_row_minibatches(
     """One pass over every completion of ``groups`` as a row ``(group, k)`` with its advantage:
     rows by turn (turns in order); with ``normalize`` each turn's advantages z-scored
     (:func:`comlrl.core.algos.losses.zscore`) with moments pooled over ranks, one collective of a
-    fixed shape (turns ``0..num_turns``) whichever turns this rank's share holds; then each
+    fixed shape (turns ``0..num_turns``) whichever turns this rank's share holds (``sync``; None
+    in one process); then each
     turn's rows shuffled by ``rng`` and cut into mini-batches of ``batch_size`` rows, so a
     mini-batch never mixes turns."""
     by_turn: dict[int, list[tuple[RolloutGroup, int]]] = {}
@@ -111,7 +115,7 @@ def turn_row_minibatches(
             torch.tensor([float(g.advantages[k]) for g, k in by_turn.get(t, [])])
             for t in range(num_turns + 1)
         ]
-        pooled = trainer.sync.pooled_moments(moments)
+        pooled = sync.pooled_moments(moments) if sync is not None else None
     batches = []
     for turn in sorted(by_turn):
         rows = by_turn[turn]
@@ -144,34 +148,39 @@ def _as_tensor(values: Sequence[float], device) -> torch.Tensor:
 
 
 def policy_step(
-    trainer: Any,
+    host: PolicyHost,
     agent: int,
     rows: PolicyRows,
     *,
     optimizer: Any = None,
     what: str | None = None,
-) -> tuple | None:
+) -> tuple[float, float, dict[str, float]] | None:
     """One optimizer step of ``agent`` on ``rows``: one forward per micro-batch (a node's
     completions share its prompt, which the planner encodes once where that pays), the
-    registered policy loss plus ``rows.extra`` on each, gradients accumulated, dropout off
+    registered policy loss plus the KL term on each, gradients accumulated, dropout off
     (the rollout sampled and its log-probs were taken without it, so a first pass's ratio is
-    1). ``optimizer`` defaults to ``trainer.optimizers[agent]``; ``what`` names the loss in
-    the non-finite messages. Returns the loss, the gradient norm and the mean of every
-    reported value, or None when a non-finite loss skipped the step."""
-    a = trainer.args
-    model = trainer.agents[agent]
-    opt = trainer.optimizers[agent] if optimizer is None else optimizer
+    1). ``optimizer`` defaults to the agent's; ``what`` names the loss in the non-finite
+    messages. Returns the loss, the gradient norm and the mean of every reported value, or None
+    when a non-finite loss skipped the step."""
+    a = host.args
+    model = host.agents[agent]
+    opt = host.optimizers[agent] if optimizer is None else optimizer
     loss_fn = algos.get("policy_loss", a.policy_loss, "policy_loss")
     needs_old = getattr(loss_fn, "needs_old_logps", False)
     if needs_old:
         require_old_logps(a, rows.old or [None] * len(rows.completions))
-    old_rows, ref_rows = rows.old, rows.ref
-    with_ref = ref_rows is not None and all(r is not None for r in ref_rows)
+    old_rows = rows.old if needs_old else None
+    ref_rows = rows.ref if rows.kl_coef > 0 else None
+    if rows.kl_coef > 0 and (ref_rows is None or any(r is None for r in ref_rows)):
+        raise ValueError(
+            f"a KL term in the loss (beta={rows.kl_coef}) needs each sample's reference "
+            "log-probs, which the rollout takes when the trainer has reference models."
+        )
     parts = token_logprobs_parts(
         model,
         rows.prompts,
         rows.completions,
-        pad_id=trainer.tokenizers[agent].pad_token_id,
+        pad_id=host.tokenizers[agent].pad_token_id,
         max_tokens=a.logprob_max_tokens,
         dedupe=False,
         layout=rows.layout,
@@ -182,27 +191,25 @@ def policy_step(
         idx, lp = part
         device, width = lp.values.device, lp.values.shape[1]
         old = None
-        if needs_old and old_rows is not None:  # require_old_logps checked that they are there
+        if old_rows is not None:  # require_old_logps checked that every row has them
             old = padded_rows([old_rows[i] for i in idx], width, device)
         row_w = _as_tensor([rows.weights[i] for i in idx], device)
         adv = _as_tensor([rows.advantages[i] for i in idx], device)
         loss, metrics = loss_fn(lp, old, adv, row_w, a)
-        if rows.extra is not None:
-            ref = None
-            if with_ref and ref_rows is not None:
-                ref = padded_rows([ref_rows[i] for i in idx], width, device)
-            term, more = rows.extra(lp, ref, row_w)
-            loss, metrics = loss + term, {**metrics, **more}
+        if ref_rows is not None:
+            ref = padded_rows([ref_rows[i] for i in idx], width, device)
+            term, kl = kl_penalty(lp, ref, row_w, rows.kl_coef, rows.kl_estimator)
+            loss, metrics = loss + term, {**metrics, **kl}
         return loss, metrics
 
     # The parts run their forwards as they are drawn, so inside the scope.
     with dropout_off(model):
         step = train_step(
-            trainer,
+            host,
             Target(model.parameters(), opt, agent, turn=rows.turn),
             parts,
             part_loss,
-            what=what or f"{trainer.algorithm_name} loss of agent {agent}",
+            what=what or f"{host.algorithm_name} loss of agent {agent}",
         )
     if step is None:
         return None
@@ -212,108 +219,80 @@ def policy_step(
     return step.loss, step.grad_norm, {key: float(np.mean(v)) for key, v in found.items()}
 
 
-# ``rows_of(agent, batch)``: the family's PolicyRows of one mini-batch (see ``unit``).
-RowsOf = Callable[[int, Any], PolicyRows]
-# ``step(agent, batch) -> (loss, grad_norm, metrics) | None``: a family's own step in place of
-# the policy step (the actor-critic family's value head on the actor: one forward, two losses).
-StepOf = Callable[[int, Any], "tuple | None"]
-# ``critic(agent, batch) -> ValueRows | None``: a critic step after each policy step, on the
-# same mini-batch (None: no critic step for this one).
-CriticOf = Callable[[int, Any], "ValueRows | None"]
 UNITS = ("group", "row")
 
 
-def agent_minibatches(
-    trainer: Any, groups: list[RolloutGroup], unit: str, rng: random.Random
+def agent_rngs(shuffle_rng: random.Random, num_agents: int) -> list[random.Random]:
+    """Each agent's mini-batch shuffle for one update, seeded from ``shuffle_rng`` in agent
+    order (so the shuffles are the same whether the agents update one after another or
+    concurrently on their devices)."""
+    return [random.Random(shuffle_rng.getrandbits(64)) for _ in range(num_agents)]
+
+
+def minibatches(
+    groups: list[RolloutGroup],
+    config: Any,
+    rng: random.Random,
+    *,
+    unit: str = "group",
+    sync: GradientSync | None = None,
 ) -> list:
-    """Every mini-batch of ``num_iterations`` passes over one agent's groups, by turn, in a
-    seeded shuffle: of ``train_batch_size`` groups (``unit="group"``, :func:`turn_minibatches`)
-    or of ``train_batch_size`` completions with their advantages, z-scored per turn when
+    """Every mini-batch of ``num_iterations`` passes over one agent's groups, by turn, in
+    ``rng``'s shuffle: of ``train_batch_size`` groups (``unit="group"``,
+    :func:`turn_minibatches`) or of ``train_batch_size`` completions with their advantages,
+    z-scored per turn with moments pooled over ranks (``sync``) when
     ``advantage_normalization`` (``unit="row"``, :func:`turn_row_minibatches`)."""
-    a = trainer.args
     if unit == "group":
-        return list(turn_minibatches(groups, a.train_batch_size, a.num_iterations, rng))
+        return list(turn_minibatches(groups, config.train_batch_size, config.num_iterations, rng))
     if unit != "row":
         raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}.")
     return [
         batch
-        for _ in range(a.num_iterations)
+        for _ in range(config.num_iterations)
         for batch in turn_row_minibatches(
-            trainer,
+            sync,
             groups,
-            a.train_batch_size,
+            config.train_batch_size,
             rng,
-            normalize=a.advantage_normalization,
-            num_turns=a.num_turns,
+            normalize=config.advantage_normalization,
+            num_turns=config.num_turns,
         )
     ]
 
 
-def update_policies(
-    trainer: Any,
-    per_agent: Sequence[list[RolloutGroup]],
-    rows_of: RowsOf | None = None,
-    *,
-    reported: Sequence[dict[str, list[float]]] | None = None,
-    unit: str = "group",
-    step: StepOf | None = None,
-    critic: CriticOf | None = None,
-    label: str = "loss of agent {agent}",
-) -> list[dict[str, float]]:
-    """The one update driver: every agent's update from its groups (concurrently across
-    devices in ``mp`` mode), ``num_iterations`` passes of mini-batches by turn in a seeded
-    shuffle (:func:`agent_minibatches`, ``unit`` says of what), one step per mini-batch: the
-    :func:`policy_step` of ``rows_of(agent, batch)`` (or the family's ``step``), then, with
-    ``critic``, the :func:`~comlrl.core.training.value_step.value_step` of ``critic(agent,
-    batch)``. The policy steps run without dropout (the gradient is of the policy that
-    sampled, and its rollout log-probs were taken without dropout, so a first pass's ratio is
-    exactly 1). ``label`` (with ``{agent}``) names the loss in the non-finite messages.
+class UpdateLog:
+    """One agent's update, step by step, summed up as the metrics it reports: the mean
+    ``loss`` and ``grad_norm`` of the steps taken (NaN where every step was skipped), then
+    the mean of each other value, in the order first seen (``reported`` first: values the
+    family measured before the update)."""
 
-    Returns each agent's mean ``loss``, ``grad_norm``, ``critic_loss`` (with ``critic``) and
-    reported values; ``reported[i]`` holds values the family measured before the update (they
-    join agent ``i``'s means). Reads the trainer's ``agents``, ``optimizers`` (one per agent),
-    ``tokenizers``, ``workers``, ``shuffle_rng`` and ``args`` (``policy_loss``,
-    ``num_iterations``, ``train_batch_size``, ``logprob_max_tokens``, ``temperature``)."""
-    # Drawn here, in agent order, so that the shuffles are reproducible in mp mode too.
-    seeds = [trainer.shuffle_rng.getrandbits(64) for _ in range(trainer.num_agents)]
-    reported = list(reported) if reported is not None else [{} for _ in per_agent]
-    what = trainer.algorithm_name + " " + label
+    def __init__(self, reported: dict[str, list[float]] | None = None):
+        self.losses: list[float] = []
+        self.norms: list[float] = []
+        self.values = {key: list(v) for key, v in (reported or {}).items()}
 
-    def policy(agent: int, batch) -> tuple | None:
-        if rows_of is None:
-            raise ValueError("update_policies needs rows_of or step.")
-        return policy_step(trainer, agent, rows_of(agent, batch), what=what.format(agent=agent))
+    def step(self, done: tuple[float, float, dict[str, float]] | None) -> None:
+        """Record a :func:`policy_step`'s result (None: a skipped step, nothing to add)."""
+        if done is None:
+            return
+        self.losses.append(done[0])
+        self.norms.append(done[1])
+        for key, value in done[2].items():
+            self.values.setdefault(key, []).append(value)
 
-    take_step = step or policy
+    def value(self, key: str, value: float | None) -> None:
+        """Record one value under ``key`` (None: a skipped step, the key is still reported)."""
+        found = self.values.setdefault(key, [])
+        if value is not None:
+            found.append(float(value))
 
-    def run(agent: int, arg) -> dict[str, float]:
-        groups, seed, found = arg
-        model = trainer.agents[agent]
-        model.train()
-        losses, norms = [], []
-        extra = {key: list(values) for key, values in found.items()}
-        batches = agent_minibatches(trainer, groups, unit, random.Random(seed))
-        with dropout_off(model):
-            for batch in batches:
-                done = take_step(agent, batch)
-                if done is not None:
-                    losses.append(done[0])
-                    norms.append(done[1])
-                    for key, value in done[2].items():
-                        extra.setdefault(key, []).append(value)
-                value_rows = critic(agent, batch) if critic is not None else None
-                if value_rows is not None:
-                    err = value_step(trainer, value_rows)
-                    errors = extra.setdefault("critic_loss", [])
-                    if err is not None:
-                        errors.append(err)
+    def means(self) -> dict[str, float]:
+        """``loss``, ``grad_norm`` and every recorded value, each averaged over its steps."""
         return {
-            "loss": mean_or_nan(losses),
-            "grad_norm": mean_or_nan(norms),
-            **{key: mean_or_nan(values) for key, values in extra.items()},
+            "loss": mean_or_nan(self.losses),
+            "grad_norm": mean_or_nan(self.norms),
+            **{key: mean_or_nan(values) for key, values in self.values.items()},
         }
-
-    return trainer.workers.map(run, list(zip(per_agent, seeds, reported)))
 
 
 def mean_or_nan(values: Sequence[float]) -> float:

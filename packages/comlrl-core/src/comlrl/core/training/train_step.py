@@ -35,6 +35,7 @@ import torch
 
 from comlrl.core.checkpoint.rng import capture_rng, restore_rng
 from comlrl.core.logprobs import measuring_entropy
+from comlrl.core.training.host import StepHost
 from comlrl.core.training.optim import apply_step, loss_is_usable
 from comlrl.core.training.precision import compute_context
 
@@ -92,7 +93,7 @@ PartLoss = Callable[[Any], "tuple[torch.Tensor, dict[str, float]] | torch.Tensor
 
 
 def accumulate_gradients(
-    trainer: Any, parts: Iterable[Any], loss_of: PartLoss, *, what: str, optimizers: Sequence[Any]
+    host: StepHost, parts: Iterable[Any], loss_of: PartLoss, *, what: str, optimizers: Sequence[Any]
 ) -> tuple[float, dict[str, list[float]]] | None:
     """The backward half of a step: per part ``loss_of(part)`` (a loss, or a loss and its
     metrics), the finite check of ``nonfinite_loss``, ``backward``. Gradients add to what the
@@ -110,17 +111,17 @@ def accumulate_gradients(
     while True:
         # The forward (drawn with the part) and the loss run under bf16 autocast with
         # ``bf16=True``; the backward runs outside it, as autocast asks.
-        with compute_context(trainer.args, device):
+        with compute_context(host.args, device):
             part = next(parts, _END)
             if part is _END:
                 break
             out = loss_of(part)
         loss, metrics = out if isinstance(out, tuple) else (out, {})
         joint = loss.loss if isinstance(loss, AgentwiseLoss) else loss
-        if not loss_is_usable(trainer, joint, what, optimizers):
+        if not loss_is_usable(host, joint, what, optimizers):
             return None
         if isinstance(loss, AgentwiseLoss):
-            loss.backward(lambda: compute_context(trainer.args, device))
+            loss.backward(lambda: compute_context(host.args, device))
         else:
             loss.backward()
         total += joint.item()
@@ -130,7 +131,7 @@ def accumulate_gradients(
 
 
 def train_step(
-    trainer: Any,
+    host: StepHost,
     targets: Target | Sequence[Target],
     parts: Iterable[Any],
     loss_of: PartLoss,
@@ -140,7 +141,7 @@ def train_step(
     """One optimizer step over ``parts``: ``zero_grad`` of every target, the parts' backward
     passes (:func:`accumulate_gradients`), then :func:`~comlrl.core.training.optim.apply_step` of every
     target in order. ``what`` names the loss in the non-finite messages; None means a
-    non-finite loss was skipped and nothing stepped. A step the trainer's monitors watch (see
+    non-finite loss was skipped and nothing stepped. A step the run's monitors watch (see
     :class:`Target`) measures token entropy in its forwards and reports to them once it
     succeeded."""
     targets = [targets] if isinstance(targets, Target) else list(targets)
@@ -149,14 +150,14 @@ def train_step(
     optimizers = [t.optimizer for t in targets]
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
-    monitors = getattr(trainer, "monitors", None)
+    monitors = host.monitors
     watch = monitors.watched_step(targets) if monitors is not None else None
     with measuring_entropy(watch is not None, into=watch):
-        done = accumulate_gradients(trainer, parts, loss_of, what=what, optimizers=optimizers)
+        done = accumulate_gradients(host, parts, loss_of, what=what, optimizers=optimizers)
     if done is None:
         return None
     norms = [
-        apply_step(trainer, t.parameters, t.optimizer, agent=t.agent, scheduled=t.scheduled)
+        apply_step(host, t.parameters, t.optimizer, agent=t.agent, scheduled=t.scheduled)
         for t in targets
     ]
     if watch is not None:

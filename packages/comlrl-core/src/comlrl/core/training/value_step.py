@@ -18,6 +18,7 @@ from torch import nn
 
 from comlrl.core.logprobs.planning import micro_batches_for
 from comlrl.core.logprobs.values import last_token_values
+from comlrl.core.training.host import StepHost
 from comlrl.core.training.train_step import Target, train_step
 
 # ``error(values, targets, old_values) -> per-row error``, all ``[rows]`` tensors.
@@ -44,7 +45,7 @@ class ValueRows:
     label: str
 
 
-def value_step(trainer: Any, rows: ValueRows) -> float | None:
+def value_step(host: StepHost, rows: ValueRows) -> float | None:
     """One critic step on ``coef · mean(error)``; returns the mean error, or None when a
     non-finite loss skipped the step.
 
@@ -75,11 +76,11 @@ def value_step(trainer: Any, rows: ValueRows) -> float | None:
         return rows.coef * err.sum() / size, {"error_sum": err.detach().sum().item()}
 
     step = train_step(
-        trainer,
+        host,
         Target(rows.params, rows.optimizer),
-        micro_batches_for(rows.body, [len(r) for r in distinct], trainer.args.logprob_max_tokens),
+        micro_batches_for(rows.body, [len(r) for r in distinct], host.args.logprob_max_tokens),
         part_loss,
-        what=f"{trainer.algorithm_name} critic ({rows.label}) loss",
+        what=f"{host.algorithm_name} critic ({rows.label}) loss",
     )
     if step is None:
         return None

@@ -1,6 +1,9 @@
-"""Advantages for REINFORCE with a group baseline.
+"""The REINFORCE family's math in one module: the advantage estimators, both normalizations
+(per group and over the update batch) and each completion's weight in the loss
+(``loss_aggregation``). The policy losses, the clipped ratio, the z-score and the KL-to-reference
+term are core's (:mod:`comlrl.core.algos.losses`): with this module, that is the whole objective.
 
-Every estimator follows the registry's one contract,
+Advantages for REINFORCE with a group baseline. Every estimator follows the registry's one contract,
 ``fn(returns, config, *, baseline=None, table=None) -> advantages`` over a ``[G, K]`` float64
 tensor of G groups of K sibling returns (one row per group), so a whole update's groups go
 through it at once. Normalization is a separate step
@@ -145,22 +148,22 @@ def normalize_groups(
     return advantages / rms_scale(advantages)
 
 
-def group_advantages(returns: Sequence[float], mode: str, normalize: bool) -> torch.Tensor:
-    """Baseline advantages of one group, divided by their root-mean-square when ``normalize``
-    and K > 1 (raw returns are centred on the group mean first: a z-score)."""
-    r = torch.as_tensor([list(returns)], dtype=torch.float64)
-    adv = estimate(r, mode)
-    return (normalize_groups(adv, mode) if normalize else adv)[0]
-
-
-def fixed_baseline_advantages(
-    returns: Sequence[float], baseline: float, normalize: bool
+def group_advantages(
+    returns: torch.Tensor,
+    config: Any,
+    *,
+    baseline: torch.Tensor | None = None,
+    table: JointTable | None = None,
 ) -> torch.Tensor:
-    """``R - b`` for a baseline ``b`` measured outside the group (ReMax: the reward of the
-    greedy joint response), divided by the advantages' rms when ``normalize`` and K > 1."""
-    r = torch.as_tensor([list(returns)], dtype=torch.float64)
-    adv = estimate(r, "greedy", baseline=torch.tensor([float(baseline)], dtype=torch.float64))
-    return (normalize_groups(adv, "greedy") if normalize else adv)[0]
+    """The advantages of ``[G, K]`` sibling ``returns``: ``advantage_mode``'s estimator (with
+    each group's measured ``baseline`` and the nodes' joint ``table`` where it reads them),
+    then, with ``advantage_normalization`` at scope ``group``, :func:`normalize_groups`. Batch
+    scope needs the whole mini-batch and is :func:`batch_normalize`."""
+    mode = config.advantage_mode
+    adv = estimate(returns, mode, config, baseline, table)
+    if config.advantage_normalization and config.advantage_normalization_scope == "group":
+        adv = normalize_groups(adv, mode, table)
+    return adv
 
 
 def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
@@ -173,8 +176,63 @@ def rms_scale(advantages: torch.Tensor) -> torch.Tensor:
 
 
 def batch_normalize(
-    advantages: torch.Tensor, moments: tuple[float, float, int] | None = None
-) -> torch.Tensor:
-    """Z-score over a whole update batch (REINFORCE++ style); see
-    :func:`comlrl.core.algos.losses.zscore` for ``moments`` and the edge rule."""
-    return zscore(advantages, moments)
+    advantages: Sequence[torch.Tensor], moments: tuple[float, float, int] | None = None
+) -> list[torch.Tensor]:
+    """Each group's advantages z-scored over the whole mini-batch (REINFORCE++ style,
+    ``advantage_normalization_scope="batch"``); ``moments`` are the batch's pooled over ranks
+    (see :func:`comlrl.core.algos.losses.zscore` for them and the edge rule)."""
+    flat = zscore(torch.cat(list(advantages)), moments)
+    return list(torch.split(flat, [len(x) for x in advantages]))
+
+
+# ------------------------------------------------------------------ row weights
+
+
+def row_weights(
+    lengths: Sequence[int],
+    group_sizes: Sequence[int],
+    num_groups: int,
+    mode: str,
+    max_tokens: int,
+    keep: Sequence[bool] | None = None,
+    token_total: float | None = None,
+) -> list[float]:
+    """Each completion's weight in a mini-batch loss of ``num_groups`` groups (``mode`` is a
+    ``loss_aggregation``), so that ``sum_r w_r * (sum of row r's token terms)`` is the loss.
+
+    ``sum``, ``sequence_mean`` and ``constant``: every group (a node's K completions of one
+    prompt) counts equally, a row of a group of K weighing ``1 / (K * num_groups)``, further
+    divided by the row's own length (``sequence_mean``) or by ``max_tokens`` (``constant``).
+    ``token_mean`` (DAPO): every token of the mini-batch weighs ``1 / (its total tokens)``.
+    Rows with ``keep`` False (masked truncated completions) weigh 0 and their tokens do not
+    count in ``token_mean``'s total. ``token_total`` replaces that total (see
+    :func:`token_mean_total`: several ranks share one global token mean)."""
+    keep = [True] * len(lengths) if keep is None else list(keep)
+    if mode == "token_mean":
+        total = kept_tokens(lengths, keep) if token_total is None else token_total
+        return [1.0 / max(1.0, total) if kept else 0.0 for kept in keep]
+    out = []
+    for length, k, kept in zip(lengths, group_sizes, keep):
+        w = 1.0 / (k * num_groups)
+        if mode == "sequence_mean":
+            w /= max(1, length)
+        elif mode == "constant":
+            w /= max_tokens
+        out.append(w if kept else 0.0)
+    return out
+
+
+def kept_tokens(lengths: Sequence[int], keep: Sequence[bool] | None = None) -> int:
+    """The number of tokens of the rows that stay in the loss."""
+    keep = [True] * len(lengths) if keep is None else keep
+    return sum(length for length, kept in zip(lengths, keep) if kept)
+
+
+def token_mean_total(pooled_tokens: float, world_size: int) -> float:
+    """The per-rank ``token_mean`` divisor that makes DAPO's token mean global over ranks.
+
+    Gradients are averaged over the ``world_size`` ranks, so a token weighed ``1 / D`` on its
+    rank weighs ``1 / (D · world_size)`` in the step; ``D = pooled_tokens / world_size`` (the
+    kept tokens of every rank's mini-batch together) gives each token ``1 / pooled_tokens``,
+    whatever share of the tokens its rank holds."""
+    return float(pooled_tokens) / int(world_size)
