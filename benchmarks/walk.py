@@ -1,26 +1,32 @@
-"""The walk of one training step, file by file: ``python -m benchmarks.walk`` writes
+"""The walk of one training step, unfolded: ``python -m benchmarks.walk`` writes
 docs/architecture.md's walk section; ``tests/benchmarks/test_walk.py`` fails when it is stale.
 
 A *step* is one unit of the shared loop that ends in an update (``loop.run_unit(trainer, unit)``):
 MAGRPO rolls out one batch of items and updates on the full buffer, IAC the same with its
-critics, MADPO takes one DPO update on a batch of already sampled pairs (its stage's pair
-sampling runs before, in ``prepare``). The trace records, with ``sys.setprofile``, every file of
-the comlrl packages whose functions the step calls, in the order they are first entered, with
-the first function entered there.
+critics, MADPO takes one DPO update on a batch of already sampled pairs.
 
-The *walk* is the step as its reader follows it: the loop's spine (``core/loop/trainer.py``,
-``core/loop/__init__.py``), every family file the step enters, and each core file that one of those
-calls directly (a stage: the rollout record, the policy update, the buffer, ...). What a stage
-does inside core (the decoder, the log-prob kernels, the optimizer step, the sinks) is listed
-under the stage that entered it, so every file of the trace is still shown. A *crossing* is a
-distinct caller-file → callee-file edge between core and a family, counted over the whole
-trace. Numbers of calls are left out: they follow the sampled lengths, which differ between
-machines.
+The walk is what a reader follows from the unit to the weights changing: every function of the
+comlrl packages on the call stack, from ``run_unit`` down, at each of the step's landmarks, in
+the order they are first reached, nothing folded. The landmarks are the calls of the registered
+math (an advantage estimator, a policy or preference loss: the objective), the first forward
+with gradients (the update's scoring) and the first ``optimizer.step()``. Each hop is marked with the indirection it takes, if any:
+
+- *callback*: core calls a family function it was handed (a core file calling a family file;
+  the loop calling the family's ``Algorithm`` methods is the contract, not a callback);
+- *closure*: a function defined inside another (a lambda included);
+- *generator*: a lazy generator, whose body runs when another function draws from it;
+- *registry*: a function found by name in core's math registry.
+
+The *objective files* are the files of the registered math the step called: a family's math
+module and core's (``tests/benchmarks/test_walk.py`` checks that the rest of the objective, the
+normalizations, row weights and the KL term, lives in the same files). Numbers of calls are left out: they follow the sampled
+lengths, which differ between machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import sys
 import tempfile
@@ -33,26 +39,37 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 START, END = "<!-- walk:start (python -m benchmarks.walk) -->", "<!-- walk:end -->"
 _PACKAGES = str(ROOT / "packages")
+SPINE = ("comlrl/core/loop/",)
+INDIRECTIONS = ("callback", "closure", "generator", "registry")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One function on the walk: its file, its qualified name and the indirection it takes
+    (None: a plain call)."""
+
+    file: str
+    function: str
+    via: str | None = None
 
 
 @dataclass
 class Walk:
-    """What one step touched: files in first-entry order with their first function, and the
-    distinct core↔family call edges."""
+    """One step's walk: its hops in first-reached order, the files holding the objective, and
+    every package file the step entered (for the size of the whole trace)."""
 
     name: str
-    files: dict[str, str] = field(default_factory=dict)
-    crossings: set[tuple[str, str]] = field(default_factory=set)
-    # file -> the walk file whose stage entered it (absent: the file is on the walk)
-    inside: dict[str, str] = field(default_factory=dict)
-
-    def count(self, layer: str) -> int:
-        return sum(1 for f in self.walk if _layer(f) == layer)
+    hops: list[Hop] = field(default_factory=list)
+    objective: list[str] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)
 
     @property
-    def walk(self) -> list[str]:
-        """The files on the walk, in first-entry order."""
-        return [f for f in self.files if f not in self.inside]
+    def indirections(self) -> int:
+        return sum(1 for h in self.hops if h.via is not None)
+
+    @property
+    def walk_files(self) -> list[str]:
+        return list(dict.fromkeys(h.file for h in self.hops))
 
 
 def _relative(path: str) -> str | None:
@@ -65,64 +82,103 @@ def _layer(rel: str) -> str:
     return "core" if rel.startswith("comlrl/core/") else "family"
 
 
-SPINE = ("comlrl/core/loop/trainer.py", "comlrl/core/loop/__init__.py")
+def _registered_codes() -> set:
+    """The code objects of every function in core's math registry."""
+    from comlrl.core import algos
+
+    codes = set()
+    for kind in ("advantage", "policy_loss", "preference_loss"):
+        for name in algos.available(kind):
+            fn = inspect.unwrap(algos.get(kind, name, kind))
+            codes.add(fn.__code__)
+    return codes
 
 
-def _follows(rel: str) -> bool:
-    """Whether the reader reads on from ``rel``: the loop's spine and the family's code."""
-    return rel in SPINE or _layer(rel) == "family"
+def _is_optimizer_step(code) -> bool:
+    return code.co_name == "step" and "/torch/optim/" in code.co_filename
 
 
-def _stage_of(chain: list[str]) -> str | None:
-    """The walk file whose stage the innermost file of ``chain`` (outermost first) runs in:
-    the last core file called directly from a followed file; None when the innermost file is
-    itself on the walk."""
-    entry = None
-    for i, rel in enumerate(chain):
-        if _follows(rel):
-            entry = None
-        elif i > 0 and _follows(chain[i - 1]):
-            entry = rel
-    return None if entry == chain[-1] or _follows(chain[-1]) else entry
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
-def _chain(frame) -> list[str]:
-    """The package files on ``frame``'s stack, outermost first, repeats of one file merged."""
-    out: list[str] = []
+def _is_training_forward(code) -> bool:
+    """A model's ``forward`` with gradients on: the update's scoring (rollouts and reference
+    scores run without gradients)."""
+    import torch
+
+    if code.co_name != "forward" or not torch.is_grad_enabled():
+        return False
+    return "/transformers/" in code.co_filename or "/peft/" in code.co_filename
+
+
+def _via(code, rel: str, caller: str | None, registered: set) -> str | None:
+    if code in registered:
+        return "registry"
+    if code.co_name in _COMPREHENSIONS:
+        return None  # read in place, not a hop elsewhere
+    if code.co_flags & inspect.CO_GENERATOR:
+        return "generator"
+    if "<locals>" in code.co_qualname or code.co_name == "<lambda>":
+        return "closure"
+    if (
+        caller is not None
+        and _layer(caller) == "core"
+        and _layer(rel) == "family"
+        and not caller.startswith(SPINE)
+    ):
+        return "callback"
+    return None
+
+
+def _stack(frame, registered: set) -> list[Hop]:
+    """The package hops on ``frame``'s stack from ``run_unit`` down, outermost first."""
+    frames = []
     while frame is not None:
-        rel = _relative(frame.f_code.co_filename)
-        if rel is not None and (not out or out[-1] != rel):
-            out.append(rel)
+        frames.append(frame)
+        if frame.f_code.co_name == "run_unit":
+            break
         frame = frame.f_back
-    return out[::-1]
+    hops: list[Hop] = []
+    caller: str | None = None
+    for f in reversed(frames):
+        rel = _relative(f.f_code.co_filename)
+        if rel is None or f.f_code.co_name in _COMPREHENSIONS:
+            continue
+        hops.append(Hop(rel, f.f_code.co_qualname, _via(f.f_code, rel, caller, registered)))
+        caller = rel
+    return hops
 
 
 def trace(name: str, step: Callable[[], None]) -> Walk:
     """Run ``step`` under a profiler and return its :class:`Walk`."""
     walk = Walk(name)
+    registered = _registered_codes()
+    seen: set[Hop] = set()
+    objective: dict[str, None] = {}
+    stepped, scored = [False], [False]
 
-    direct: set[str] = set()  # files some followed file (or the spine) calls directly
+    def add(frame) -> None:
+        for hop in _stack(frame, registered):
+            if hop not in seen:
+                seen.add(hop)
+                walk.hops.append(hop)
 
     def profile(frame, event, arg):
+        code = frame.f_code
         if event != "call":
             return
-        rel = _relative(frame.f_code.co_filename)
-        if rel is None:
-            return
-        caller = frame.f_back
-        while caller is not None and _relative(caller.f_code.co_filename) is None:
-            caller = caller.f_back
-        src = _relative(caller.f_code.co_filename) if caller is not None else None
-        if rel not in walk.files:
-            walk.files[rel] = frame.f_code.co_name
-            stage = _stage_of(_chain(frame))
-            if stage is not None:
-                walk.inside[rel] = stage
-        if rel in walk.inside and rel not in direct and (src is None or _follows(src)):
-            direct.add(rel)
-            del walk.inside[rel]
-        if src is not None and src != rel and _layer(src) != _layer(rel):
-            walk.crossings.add((src, rel))
+        rel = _relative(code.co_filename)
+        if rel is not None:
+            walk.files.add(rel)
+        if code in registered:
+            add(frame)
+            objective.setdefault(rel or code.co_filename)
+        elif not stepped[0] and _is_optimizer_step(code):
+            stepped[0] = True
+            add(frame)
+        elif not scored[0] and _is_training_forward(code):
+            scored[0] = True
+            add(frame)
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -131,12 +187,7 @@ def trace(name: str, step: Callable[[], None]) -> Walk:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    for rel, stage in walk.inside.items():
-        seen = {rel}
-        while stage in walk.inside and stage not in seen:  # a stage entered inside another
-            seen.add(stage)
-            stage = walk.inside[stage]
-        walk.inside[rel] = stage
+    walk.objective = list(objective)
     return walk
 
 
@@ -210,26 +261,20 @@ def render(results: list[Walk]) -> str:
     """The walk section of docs/architecture.md."""
     lines = [START, ""]
     lines.append(
-        "| step | walk files | core | family | core↔family crossings | files in the whole trace |"
+        "| step | hops | files on the walk | indirections | objective files | files in the trace |"
     )
     lines.append("|---|---|---|---|---|---|")
     for w in results:
         lines.append(
-            f"| {w.name} | {len(w.walk)} | {w.count('core')} | {w.count('family')} | "
-            f"{len(w.crossings)} | {len(w.files)} |"
+            f"| {w.name} | {len(w.hops)} | {len(w.walk_files)} | {w.indirections} | "
+            f"{len(w.objective)} | {len(w.files)} |"
         )
     for w in results:
         lines += ["", f"### {w.name}", ""]
-        lines += ["| # | file on the walk | first function entered | inside its stage |"]
-        lines += ["|---|---|---|---|"]
-        for i, path in enumerate(w.walk, 1):
-            where = "" if _layer(path) == "core" else " (family)"
-            below = [
-                f"`{f.removeprefix('comlrl/core/')}`" for f, s in w.inside.items() if s == path
-            ]
-            lines.append(f"| {i} | `{path}`{where} | `{w.files[path]}` | {', '.join(below)} |")
-        lines += ["", "Crossings (caller → callee):", ""]
-        lines += [f"- `{a}` → `{b}`" for a, b in sorted(w.crossings)]
+        lines += ["| # | file | function | indirection |", "|---|---|---|---|"]
+        for i, hop in enumerate(w.hops, 1):
+            lines.append(f"| {i} | `{hop.file}` | `{hop.function}` | {hop.via or ''} |")
+        lines += ["", "Objective files: " + ", ".join(f"`{f}`" for f in w.objective) + "."]
     lines += ["", END]
     return "\n".join(lines) + "\n"
 

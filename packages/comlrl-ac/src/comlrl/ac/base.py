@@ -39,7 +39,7 @@ from comlrl.core.loop.buffer import Batch, Experience, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.models.reference import reference_models_for
-from comlrl.core.rollout.collect import collect_groups
+from comlrl.core.rollout.collect import collect_groups, completion_rows
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
 from comlrl.core.training.optim import build_adamw
@@ -176,13 +176,14 @@ class ActorCriticTrainerBase(TrainerBase):
         got = collect_groups(
             self,
             unit,
-            self._critic_record,
             discount=1.0,
             group_cls=ValueGroup,
             logprob_layout="padded",  # the layout the actor's step scores in
-            fill_phase="values",
         )
-        nodes, per_agent, joint = got.nodes, got.per_agent, got.filled
+        nodes, per_agent = got.nodes, got.per_agent
+        with self.timing.phase("values"):
+            joint = self._critic_record(per_agent, nodes)
+        self.reporting.offer_completions(lambda: completion_rows(got))
         # The nodes of one item's tree are consecutive in walk order and share its index.
         episodes: dict[int, list[int]] = {}
         for j, node in enumerate(nodes):
@@ -200,7 +201,7 @@ class ActorCriticTrainerBase(TrainerBase):
             )
         return Batch(records)
 
-    def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode], _seen):
+    def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode]):
         """What the critic adds to core's record of ``nodes`` (KL-shaped, returns at discount
         1: the undiscounted reward-to-go that 1.4.3 logs as ``expected_return``; the TD
         targets discount; rollout log-probs where the loss forms a ratio): the critics'

@@ -27,7 +27,7 @@ from comlrl.core.loop.buffer import Batch, Experience, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
-from comlrl.core.rollout.collect import collect_groups, node_order
+from comlrl.core.rollout.collect import collect_groups, completion_rows, node_order
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.rollout.tree import nodes_per_tree
 from comlrl.core.training.dropout import dropout_off
@@ -175,11 +175,17 @@ class MAGRPOTrainer(TrainerBase):
         got = collect_groups(
             self,
             unit,
-            self._fill,
             joint_mode=self.args.joint_mode,
             inspect=(lambda nodes: greedy_baselines(self, nodes)) if greedy else None,
         )
         per_agent = got.per_agent
+        if got.seen is not None:  # MAReMax's greedy baselines, one per node and agent
+            for j, per_node in enumerate(got.seen):
+                for groups, b in zip(per_agent, per_node):
+                    groups[j].baseline = b
+        for groups in per_agent:
+            self.fill_advantages(groups)
+        self.reporting.offer_completions(lambda: completion_rows(got))
         # A multi-turn collect holds several turns' nodes: all of them are trained in the next
         # update (the default loss has no ratio to correct samples of an older policy).
         return Batch(
@@ -189,15 +195,6 @@ class MAGRPOTrainer(TrainerBase):
             ],
             whole=self.args.num_turns > 1,
         )
-
-    def _fill(self, per_agent, nodes, baselines) -> None:
-        """The family's math on the record: MAReMax's greedy baselines, then advantages."""
-        if baselines is not None:
-            for j, per_node in enumerate(baselines):
-                for groups, b in zip(per_agent, per_node):
-                    groups[j].baseline = b
-        for groups in per_agent:
-            self.fill_advantages(groups)
 
     def fill_advantages(self, groups: Sequence[RolloutGroup]) -> None:
         """Each group's advantages within the group (:func:`comlrl.reinforce.algos.group_advantages`

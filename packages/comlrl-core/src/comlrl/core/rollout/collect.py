@@ -4,10 +4,10 @@ the rollout record, each agent's :class:`~comlrl.core.rollout.record.RolloutGrou
 In order: the training rollout (:meth:`Rollouts.unit_trees`), an optional look at the raw
 trees (MAReMax measures its greedy baselines there, before any shaping), KL shaping as a
 reward transform with the tree's one return recursion (:mod:`comlrl.core.rewards.shaping`),
-the record, the rollout policy's and the reference's per-token log-probs where the loss needs
-them, the family's math on the record (advantages, or a critic's values and targets), and the
-offer of the batch's completions to the completions log. A family's ``collect`` is this call
-plus how its records are keyed in the buffer.
+the record, and the rollout policy's and the reference's per-token log-probs where the loss
+needs them. A family's ``collect`` is this call, its math on the record (advantages, or a
+critic's values and targets), the offer of the batch's completions to the completions log
+(:func:`completion_rows`) and how its records are keyed in the buffer.
 """
 
 from __future__ import annotations
@@ -22,20 +22,16 @@ from comlrl.core.rewards.shaping import apply_kl_shaping
 from comlrl.core.rollout.record import RolloutGroup, attach_logprobs, rollout_groups
 from comlrl.core.rollout.tree import TreeNode
 
-# ``fill(per_agent, nodes, seen)``: the family's math on the record; ``seen`` is what
-# ``inspect`` returned (None without one). What it returns is kept as ``Collected.filled``.
-Fill = Callable[[list[list[RolloutGroup]], list[TreeNode], Any], Any]
-
 
 @dataclass
 class Collected:
     """One unit's rollout: the trees' roots, every node in walk order, ``per_agent[i][j]``,
-    agent ``i``'s group at ``nodes[j]``, and what the family's ``fill`` returned."""
+    agent ``i``'s group at ``nodes[j]``, and what ``inspect`` returned (None without one)."""
 
     roots: list[TreeNode]
     nodes: list[TreeNode]
     per_agent: list[list[RolloutGroup]]
-    filled: Any = None
+    seen: Any = None
 
 
 def needs_old_logps(config: Any) -> bool:
@@ -48,7 +44,6 @@ def needs_old_logps(config: Any) -> bool:
 def collect_groups(
     trainer: Any,
     unit: Any,
-    fill: Fill,
     *,
     joint_mode: str = "aligned",
     discount: float | None = None,
@@ -56,18 +51,15 @@ def collect_groups(
     inspect: Callable[[list[TreeNode]], Any] | None = None,
     logprobs: bool = True,
     logprob_layout: str = "auto",
-    fill_phase: str | None = None,
 ) -> Collected:
     """Roll out ``unit`` and build its record (see the module docstring).
 
     ``discount`` recomputes the returns at another discount than ``args.discount``;
     ``group_cls`` builds the groups; ``inspect(nodes)`` sees the trees before shaping and its
-    result reaches ``fill``. With ``logprobs`` the groups get the rollout policy's log-probs
+    result is kept as ``Collected.seen``. With ``logprobs`` the groups get the rollout policy's log-probs
     when the policy loss forms a ratio and the reference's when ``args.beta > 0`` (a family
     that scores them its own way passes False), the rollout policy's in the forwards of
-    ``logprob_layout`` (the layout the family's update scores in). ``fill_phase`` times the
-    family's ``fill`` as that phase of the trainer's timing (the actor-critic family's
-    ``values``: its critics' estimates)."""
+    ``logprob_layout`` (the layout the family's update scores in)."""
     roots, nodes = trainer.rollouts.unit_trees(unit, joint_mode)
     seen = inspect(nodes) if inspect is not None else None
     kls = apply_kl_shaping(trainer, roots, nodes, discount=discount)
@@ -84,15 +76,13 @@ def collect_groups(
             reference=getattr(args, "beta", 0) > 0,
             layout=logprob_layout,
         )
-    if fill_phase is None:
-        filled = fill(per_agent, nodes, seen)
-    else:
-        with trainer.timing.phase(fill_phase):
-            filled = fill(per_agent, nodes, seen)
-    trainer.reporting.offer_completions(
-        lambda: tree_rows(nodes, [[g.advantages for g in groups] for groups in per_agent])
-    )
-    return Collected(roots, nodes, per_agent, filled)
+    return Collected(roots, nodes, per_agent, seen)
+
+
+def completion_rows(got: Collected) -> list[dict[str, Any]]:
+    """The completions log's rows of a collected batch, with each completion's advantage (so
+    after the family's math filled them)."""
+    return tree_rows(got.nodes, [[g.advantages for g in groups] for groups in got.per_agent])
 
 
 def node_order(per_agent: Sequence[Sequence[RolloutGroup]]) -> list[int]:
