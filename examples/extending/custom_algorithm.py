@@ -24,11 +24,10 @@ from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.logprobs import token_logprobs
 from comlrl.core.loop.buffer import Batch, Record
 from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
-from comlrl.core.training.train_step import Target, train_step
+from comlrl.core.training.policy_update import PolicyRows, policy_step
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -38,6 +37,8 @@ class BestOfKConfig(CommonConfig):
     """The shared settings plus K, the samples per agent and prompt."""
 
     num_generations: int = NUM_GENERATIONS(4, check=Integer(2))
+    # The registered policy loss core's policy step applies (no ratio: one pass per buffer).
+    policy_loss: str = "reinforce"
 
 
 @dataclass
@@ -106,32 +107,23 @@ class BestOfKTrainer(TrainerBase):
 
     def update(self, experience) -> dict:
         metrics = {"best_reward_mean": float(np.mean([p.reward for p in experience.samples[0]]))}
-        for i, picks in enumerate(experience.samples):
-            model = self.agents[i]
-            model.train()
-
-            def loss_of(picks, i=i, model=model):
-                lp = token_logprobs(
-                    model,
-                    [p.prompt_ids for p in picks],
-                    [p.completion_ids for p in picks],
-                    pad_id=self.tokenizers[i].pad_token_id,
-                    grad=True,
-                )
-                return -(lp.sequence_sum() / lp.lengths().clamp(min=1)).mean()
-
-            # Core's step: clears the gradients, checks the loss, runs the backward and the
-            # optimizer step (sync, clipping, schedule); None when a non-finite loss was skipped.
-            step = train_step(
-                self,
-                Target(model.parameters(), self.optimizers[i], agent=i),
-                [picks],
-                loss_of,
-                what=f"BestOfK loss of agent {i}",
+        for agent, picks in enumerate(experience.samples):
+            self.agents[agent].train()
+            # Each kept answer's mean token log-probability, averaged over the answers: the
+            # ``reinforce`` loss with advantage 1 and each row weighing 1 / (rows * its length).
+            rows = PolicyRows(
+                prompts=[p.prompt_ids for p in picks],
+                completions=[p.completion_ids for p in picks],
+                advantages=[1.0] * len(picks),
+                weights=[1.0 / (len(picks) * max(1, len(p.completion_ids))) for p in picks],
+                turn=0,
             )
-            if step is not None:
-                metrics[f"agent_{i}/loss"] = step.loss
-                metrics[f"agent_{i}/grad_norm"] = step.grad_norm
+            # Core's step: scores the rows, applies the loss, checks it, runs the backward and
+            # the optimizer step (sync, clipping, schedule); None when a non-finite loss was
+            # skipped.
+            done = policy_step(self, agent, rows)
+            if done is not None:
+                metrics[f"agent_{agent}/loss"], metrics[f"agent_{agent}/grad_norm"], _ = done
         return metrics
 
 
