@@ -30,7 +30,7 @@ from comlrl.ac.values import (
     save_value_model,
 )
 from comlrl.core.logprobs import micro_batches_for
-from comlrl.core.logprobs.values import estimate_values, logprobs_and_values, per_agent_values
+from comlrl.core.logprobs.values import estimate_values, logprobs_and_values
 from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
@@ -176,7 +176,8 @@ class IACTrainer(ActorCriticTrainerBase):
                 # V(h) does not depend on the action: one row per prompt, not per sample.
                 rows.append([list(node.samples[i].prompt_ids) for node in nodes])
         counts = [len(node.joint_actions) for node in nodes]
-        flat = per_agent_values(self, rows, self.values_of)
+        # each agent on its worker (at once in ``mp`` mode, the critics on the agents' devices)
+        flat = self.workers.map(lambda i, agent_rows: self.values_of(i, list(agent_rows)), rows)
         return [spread_values(values, counts, q) for values in flat], None
 
     # ------------------------------------------------------------------ updates

@@ -8,14 +8,12 @@ Rows are left-padded, so every row's last real token sits in the last column and
 the last token" is one column of the batch.
 
 :func:`estimate_values` is the rollout side (no gradients, the critic in eval mode, forwards
-cut by the token budget like the log-prob engine's) and :func:`per_agent_values` runs each
-agent's estimates on that agent's worker, so critics on different devices run at once. The
-regression step that trains a critic is :mod:`comlrl.core.training.value_step`.
+cut by the token budget like the log-prob engine's). The regression step that trains a critic is :mod:`comlrl.core.training.value_step`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -118,13 +116,3 @@ def estimate_values(
         for m, was in modes:
             m.train(was)
     return out
-
-
-def per_agent_values(
-    trainer: Any,
-    rows: Sequence[Sequence[Sequence[int]]],
-    values_of: Callable[[int, list[list[int]]], list[float]],
-) -> list[list[float]]:
-    """``values_of(i, rows[i])`` for every agent ``i``, each on its agent's worker (at once in
-    ``mp`` mode, where the critics sit on the agents' devices)."""
-    return trainer.workers.map(lambda i, agent_rows: values_of(i, list(agent_rows)), rows)
