@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from comlrl.ac import IACConfig, IACTrainer, MAACConfig, MAACTrainer
-from comlrl.ac.values import ValueModel
+from comlrl.ac.critic_models import ValueModel
 
 from .helpers import config, fresh_pair, length_reward, transition
 
@@ -15,7 +15,7 @@ def no_loading(monkeypatch):
     """Fail the test if anything tries to load a model or tokenizer."""
     import transformers
 
-    import comlrl.ac.values as values
+    import comlrl.ac.critic_models as values
     import comlrl.core.models as models
 
     def refuse(*args, **kwargs):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from comlrl.ac.values import ValueHead
+from comlrl.ac.critic_models import ValueHead
 from comlrl.core.logprobs import sequence_logprobs, token_logprobs_parts
 from comlrl.core.logprobs.values import estimate_values, last_token_values
 from comlrl.core.models.backbone import backbone_of

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from comlrl.ac.config import ActorCriticConfig
+from comlrl.ac.critic_models import ValueModel
 from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
-from comlrl.ac.values import ValueModel
 from comlrl.core.callable_types import (
     DatasetArg,
     FormatterArg,

@@ -10,6 +10,13 @@ import torch
 
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import IACConfig
+from comlrl.ac.critic_models import (
+    build_value_head,
+    load_value_head_state,
+    load_value_models,
+    save_value_head,
+    save_value_model,
+)
 from comlrl.ac.critics import (
     check_critic_vocab,
     check_head_devices,
@@ -22,13 +29,6 @@ from comlrl.ac.critics import (
 from comlrl.ac.ppo import Row, actor_loss, actor_step, advantage_divisors
 from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.targets import critic_rows, spread_values, value_error
-from comlrl.ac.values import (
-    build_value_head,
-    load_value_head_state,
-    load_value_models,
-    save_value_head,
-    save_value_model,
-)
 from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.logprobs.values import estimate_values, logprobs_and_values
 from comlrl.core.models.backbone import backbone_of

@@ -21,6 +21,7 @@ import numpy as np
 
 from comlrl.ac.base import ActorCriticTrainerBase
 from comlrl.ac.config import MAACConfig
+from comlrl.ac.critic_models import load_value_models, save_value_model
 from comlrl.ac.critics import (
     check_critic_vocab,
     critic_devices,
@@ -40,7 +41,6 @@ from comlrl.ac.targets import (
     spread_values,
     td_target,
 )
-from comlrl.ac.values import load_value_models, save_value_model
 from comlrl.core.logprobs.values import estimate_values
 from comlrl.core.models.backbone import backbone_of
 from comlrl.core.rollout.record import ValueGroup

@@ -1,5 +1,5 @@
 """Compatible import path ``comlrl.models.actor_critic``."""
 
-from comlrl.ac.values import ValueHead
+from comlrl.ac.critic_models import ValueHead
 
 __all__ = ["ValueHead"]

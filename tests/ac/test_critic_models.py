@@ -1,9 +1,9 @@
-"""comlrl.ac.values: critics without LM heads, and one forward for log-probs plus values."""
+"""comlrl.ac.critic_models: critics without LM heads, and one forward for log-probs plus values."""
 
 import pytest
 import torch
 
-from comlrl.ac.values import (
+from comlrl.ac.critic_models import (
     ValueHead,
     ValueModel,
     build_value_head,
