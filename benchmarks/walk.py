@@ -8,8 +8,8 @@ sampling runs before, in ``prepare``). The trace records, with ``sys.setprofile`
 the comlrl packages whose functions the step calls, in the order they are first entered, with
 the first function entered there.
 
-The *walk* is the step as its reader follows it: the loop's spine (``core/loop/trainer.py``,
-``core/loop/__init__.py``), every family file the step enters, and each core file that one of those
+The *walk* is the step as its reader follows it: the loop's spine (``core/trainer.py``,
+``core/loop/walk.py``), every family file the step enters, and each core file that one of those
 calls directly (a stage: the rollout record, the policy update, the buffer, ...). What a stage
 does inside core (the decoder, the log-prob kernels, the optimizer step, the sinks) is listed
 under the stage that entered it, so every file of the trace is still shown. A *crossing* is a
@@ -65,7 +65,7 @@ def _layer(rel: str) -> str:
     return "core" if rel.startswith("comlrl/core/") else "family"
 
 
-SPINE = ("comlrl/core/loop/trainer.py", "comlrl/core/loop/__init__.py")
+SPINE = ("comlrl/core/trainer.py", "comlrl/core/loop/walk.py")
 
 
 def _follows(rel: str) -> bool:

@@ -26,7 +26,7 @@ from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.loop.buffer import Batch, Record
-from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.train_step import Target, train_step
 

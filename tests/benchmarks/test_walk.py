@@ -45,7 +45,7 @@ def test_a_family_file_and_a_crossing_are_told_apart():
 
 def test_a_core_file_called_from_the_spine_or_a_family_is_on_the_walk():
     # (outermost first) loop -> family -> core stage -> core internal
-    spine, family = "comlrl/core/loop/__init__.py", "comlrl/reinforce/magrpo.py"
+    spine, family = "comlrl/core/loop/walk.py", "comlrl/reinforce/magrpo.py"
     stage, internal = "comlrl/core/training/policy_update.py", "comlrl/core/training/train_step.py"
     assert walk._stage_of([spine, family, stage]) is None
     assert walk._stage_of([spine, family, stage, internal]) == stage

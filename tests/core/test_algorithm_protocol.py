@@ -15,7 +15,7 @@ HOOKS = [
 
 def _trainers():
     from comlrl.ac import IACTrainer, MAACTrainer
-    from comlrl.core.loop.trainer import TrainerBase
+    from comlrl.core.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
     return [TrainerBase, MAGRPOTrainer, IACTrainer, MAACTrainer]
@@ -35,7 +35,7 @@ def test_loop_reads_no_private_trainer_attribute():
     import ast
     from pathlib import Path
 
-    import comlrl.core.loop as loop
+    import comlrl.core.loop.walk as loop
 
     tree = ast.parse(Path(loop.__file__).read_text())
     private = [

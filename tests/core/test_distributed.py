@@ -252,7 +252,7 @@ def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
     from comlrl.pbrl import MADPOConfig, MADPOTrainer
 
     fake = Ctx(rank=0, world_size=2, backend="gloo", sharding="fsdp")
-    monkeypatch.setattr("comlrl.core.loop.trainer.init_context", lambda mode: fake)
+    monkeypatch.setattr("comlrl.core.trainer.init_context", lambda mode: fake)
     m, tok = tiny_pair(seed=0)
     reward = lambda a, b: [0.0] * len(a)  # noqa: E731
     with pytest.raises(ValueError, match="use_separate_critic=False.*distributed_mode='ddp'"):
@@ -273,7 +273,7 @@ def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
 
 def test_only_families_on_the_shared_loop_accept_several_processes():
     from comlrl.ac import IACTrainer, MAACTrainer
-    from comlrl.core.loop.trainer import TrainerBase
+    from comlrl.core.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
     assert MAGRPOTrainer.supports_multi_process()

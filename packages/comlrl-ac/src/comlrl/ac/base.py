@@ -36,12 +36,12 @@ from comlrl.core.callable_types import (
 )
 from comlrl.core.inputs import inputs_from
 from comlrl.core.loop.buffer import Batch, Experience, Record
-from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rollout.collect import collect_groups
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 
 

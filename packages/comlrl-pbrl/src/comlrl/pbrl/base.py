@@ -35,9 +35,9 @@ from comlrl.core.centralized import (
 from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.placement.devices import plan_devices
 from comlrl.core.rewards import RewardCaller
+from comlrl.core.trainer import TrainerBase
 from comlrl.pbrl import candidates
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.pairs import PreferencePair

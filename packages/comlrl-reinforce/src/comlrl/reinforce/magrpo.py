@@ -23,12 +23,12 @@ from comlrl.core.callable_types import (
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.loop.buffer import Batch, Experience, Record
-from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.rollout.tree import nodes_per_tree
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, group_rows, update_policies
 from comlrl.reinforce.advantages import (

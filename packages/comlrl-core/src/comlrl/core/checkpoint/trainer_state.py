@@ -48,7 +48,7 @@ class Checkpointing:
         checkpoint_every_batches: int | None,
     ):
         """The :class:`~comlrl.core.checkpoint.session.CheckpointSession` of one ``train()``
-        call (its arguments; see :meth:`comlrl.core.loop.trainer.TrainerBase.train`). With
+        call (its arguments; see :meth:`comlrl.core.trainer.TrainerBase.train`). With
         ``save_steps`` but no ``checkpoint_dir``, checkpoints go to ``<run dir>/checkpoints``
         and only the ``save_steps`` cadence and the final save write them."""
         from comlrl.core.checkpoint.session import CheckpointSession

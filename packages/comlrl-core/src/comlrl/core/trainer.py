@@ -389,7 +389,7 @@ class TrainerBase:
         self.generation_kwargs = dict(generation_kwargs)
         self.checkpointing.training = True
         try:
-            loop.TrainingLoop(self, session).run()
+            loop.TrainingLoop(session, self.run_state).run(self)
         finally:
             self.checkpointing.training = False
             self.checkpointing.remember(session)
