@@ -25,7 +25,7 @@ from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.logprobs import token_logprobs
-from comlrl.core.loop.buffer import Batch, Record
+from comlrl.core.loop.buffer import Batch, BufferEntry
 from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.train_step import Target, train_step
@@ -88,7 +88,7 @@ class BestOfKTrainer(TrainerBase):
 
     def collect(self, unit) -> Batch:
         _, nodes = self.rollouts.unit_trees(unit)
-        records = []
+        entries = []
         for node in nodes:
             best = int(np.argmax(node.rewards))
             picks = [
@@ -101,8 +101,8 @@ class BestOfKTrainer(TrainerBase):
                 ]
                 for i in range(self.num_agents)
             ]
-            records.append(Record(picks, node.step))
-        return Batch(records)
+            entries.append(BufferEntry(picks, node.step))
+        return Batch(entries)
 
     def update(self, experience) -> dict:
         metrics = {"best_reward_mean": float(np.mean([p.reward for p in experience.samples[0]]))}

@@ -5,7 +5,7 @@ buffers and resumable state. The update runs on core's update driver
 (:func:`comlrl.core.training.policy_update.update_policies`: the actor's rows from
 :mod:`comlrl.ac.ppo`, a critic step on core's
 :func:`~comlrl.core.training.value_step.value_step`), metrics and evaluation in
-:mod:`comlrl.ac.reporting`, critic placement in :mod:`comlrl.ac.critics`.
+:mod:`comlrl.ac.metrics`, critic placement in :mod:`comlrl.ac.critics`.
 
 A family fills in the critic: how it is built and placed (``_resolve_critic_sources``,
 ``_setup_critics``), what it estimates at rollout (``_estimate_values``), how a drained buffer
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from comlrl.ac.config import ActorCriticConfig
-from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
+from comlrl.ac.metrics import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
 from comlrl.ac.values import ValueModel
@@ -35,7 +35,7 @@ from comlrl.core.callable_types import (
     TokenizerArg,
 )
 from comlrl.core.inputs import inputs_from
-from comlrl.core.loop.buffer import Batch, Experience, Record
+from comlrl.core.loop.buffer import Batch, BufferEntry, Experience
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rollout.collect import collect_groups
@@ -48,7 +48,7 @@ from comlrl.core.training.optim import build_adamw
 class ActorCriticTrainerBase(TrainerBase):
     """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in). The
     critics' placement, the actor's rows and the metrics are functions of
-    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.reporting`."""
+    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.metrics`."""
 
     run_config_keys = RUN_CONFIG_KEYS
     # 1.4.3's actor-critic trainers log every agent's shaped returns and KL per turn.
@@ -187,18 +187,18 @@ class ActorCriticTrainerBase(TrainerBase):
         episodes: dict[int, list[int]] = {}
         for j, node in enumerate(nodes):
             episodes.setdefault(node.item_index, []).append(j)
-        records = []
+        entries = []
         for ids in episodes.values():
             mine = [[groups[j] for j in ids] for groups in per_agent]
-            records.append(
-                Record(
+            entries.append(
+                BufferEntry(
                     mine,
                     max(nodes[j].step for j in ids),
                     joint=[js for j in ids for js in joint[j]],
                     metrics=episode_metrics(self.metrics_callback, [nodes[j] for j in ids], mine),
                 )
             )
-        return Batch(records)
+        return Batch(entries)
 
     def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode], _seen):
         """What the critic adds to core's record of ``nodes`` (KL-shaped, returns at discount
@@ -217,7 +217,7 @@ class ActorCriticTrainerBase(TrainerBase):
 
     def eval_metrics(self, items: list[dict]) -> dict[str, float]:
         """The core's light eval plus ``metrics_callback``'s ``eval/{k}`` (see
-        :func:`comlrl.ac.reporting.evaluation_metrics`)."""
+        :func:`comlrl.ac.metrics.evaluation_metrics`)."""
         return evaluation_metrics(self, items)
 
     def update(self, experience: Experience) -> dict[str, float]:

@@ -20,8 +20,8 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
+from comlrl.ac.metrics import actor_critic_stats
 from comlrl.ac.ppo import Row, actor_loss, actor_rows, advantage_divisors
-from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.targets import critic_rows, spread_values, value_error
 from comlrl.ac.values import (
     build_value_head,

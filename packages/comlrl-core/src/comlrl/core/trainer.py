@@ -27,6 +27,7 @@ from comlrl.core.distributed.gradients import GradientSync
 from comlrl.core.distributed.ranks import per_rank_config
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
+from comlrl.core.logging.reporting import Reporting
 from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import (
     evaluation,
@@ -41,7 +42,6 @@ from comlrl.core.models.setup import prepare_agents
 from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers
 from comlrl.core.quiet import quietly
-from comlrl.core.reporting import Reporting
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
@@ -56,7 +56,7 @@ class TrainerBase:
 
     The work around the family's math is done by collaborators that ``setup`` builds:
     ``rollouts`` (:class:`~comlrl.core.rollout.rollouts.Rollouts`: sampling, rewards, rollout
-    trees), ``reporting`` (:class:`~comlrl.core.reporting.Reporting`: logger, logging cadence,
+    trees), ``reporting`` (:class:`~comlrl.core.logging.reporting.Reporting`: logger, logging cadence,
     completions, progress bars), ``checkpointing``
     (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
     and sessions), ``sync`` (:class:`~comlrl.core.distributed.gradients.GradientSync`: gradient
@@ -81,7 +81,7 @@ class TrainerBase:
     # What a stage is called in progress bars.
     stage_label = "epoch"
     # Over what an update's per-turn return and KL are logged (one of
-    # comlrl.core.rewards.report.TURN_METRICS_OVER; None: the family logs no per-turn keys).
+    # comlrl.core.rewards.reward_metrics.TURN_METRICS_OVER; None: the family logs no per-turn keys).
     turn_metrics_over: str | None = None
     timing_idle_throughput = False
     run_config_keys: tuple[str, ...] = (

@@ -22,7 +22,7 @@ from comlrl.core.callable_types import (
 )
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.loop.buffer import Batch, Experience, Record
+from comlrl.core.loop.buffer import Batch, BufferEntry, Experience
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, node_order
@@ -175,7 +175,7 @@ class MAGRPOTrainer(TrainerBase):
         # update (the default loss has no ratio to correct samples of an older policy).
         return Batch(
             [
-                Record([[groups[j]] for groups in per_agent], per_agent[0][j].step)
+                BufferEntry([[groups[j]] for groups in per_agent], per_agent[0][j].step)
                 for j in node_order(per_agent)
             ],
             whole=self.args.num_turns > 1,

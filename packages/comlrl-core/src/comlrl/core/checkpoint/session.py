@@ -23,7 +23,7 @@ from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
 from comlrl.core.checkpoint.fingerprint import differences, trainer_fingerprint
 from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
 from comlrl.core.checkpoint.modules import check_module, load_module
-from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
+from comlrl.core.checkpoint.optimizer_state import check_optimizer, load_optimizer
 from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate

@@ -22,7 +22,7 @@ from comlrl.core.checkpoint.codec import dumps
 from comlrl.core.checkpoint.errors import CheckpointError
 from comlrl.core.checkpoint.layout import MANIFEST, OWNER, RNG_FILE, STATE, checkpoint_name
 from comlrl.core.checkpoint.modules import WEIGHTS_FILE, alias_map, save_module
-from comlrl.core.checkpoint.optim import optimizer_payload
+from comlrl.core.checkpoint.optimizer_state import optimizer_payload
 from comlrl.core.checkpoint.reader import FORMAT, VERSION, file_sha256
 from comlrl.core.checkpoint.rng import capture_rng
 from comlrl.core.loop.run_state import RunState

@@ -17,7 +17,7 @@ import torch
 
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logging.console import print_completions_table
-from comlrl.core.rewards.report import agent_reward_metrics
+from comlrl.core.rewards.reward_metrics import agent_reward_metrics
 
 
 def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, float]:

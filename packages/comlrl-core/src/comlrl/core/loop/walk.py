@@ -112,10 +112,10 @@ def run_unit(trainer: TrainerBase, unit: Any) -> None:
         step = trainer.run_state.environment_steps
         trainer.reporting.log_update(getattr(batch, "samples", None), metrics, step)
         return
-    for record in batch.records:
-        if record.metrics:
-            trainer.reporting.log_metrics(record.metrics, record.step)
-        buffer.add(record)
+    for entry in batch.entries:
+        if entry.metrics:
+            trainer.reporting.log_metrics(entry.metrics, entry.step)
+        buffer.add(entry)
         if buffer.full() and not batch.whole:
             flush(trainer, buffer)
     if batch.whole and buffer.full():

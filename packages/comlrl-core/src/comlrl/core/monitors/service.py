@@ -151,7 +151,7 @@ class Monitors:
                 values.setdefault(name, value)
         rewards = train_rewards(samples) if samples else {}
         if self.trainer.dist.is_distributed:
-            from comlrl.core.reporting import mean_over_ranks
+            from comlrl.core.logging.reporting import mean_over_ranks
 
             # Watched as one: every rank sees the same values, so they agree on crossings.
             reduced = mean_over_ranks(

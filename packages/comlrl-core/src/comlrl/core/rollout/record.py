@@ -26,7 +26,7 @@ import numpy as np
 
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models.reference import reference_token_logps
-from comlrl.core.rewards.report import node_agent_reward_mean
+from comlrl.core.rewards.reward_metrics import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.precision import scoring_context

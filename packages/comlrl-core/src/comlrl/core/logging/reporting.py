@@ -23,7 +23,7 @@ from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
 from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import step_count
-from comlrl.core.rewards.report import record_reward_metrics, turn_metrics
+from comlrl.core.rewards.reward_metrics import record_reward_metrics, turn_metrics
 
 
 def mean_over_ranks(metrics: dict[str, Any], dist: Any, step: int) -> dict[str, float]:
@@ -166,8 +166,8 @@ class Reporting:
         """Log an update's ``metrics`` (None: the update was skipped) together with, where the
         update's samples are a rollout record, its rewards, returns and KL per turn (taken
         over what the trainer's ``turn_metrics_over`` says,
-        :func:`~comlrl.core.rewards.report.turn_metrics`) and each agent's own reward per turn
-        (:func:`~comlrl.core.rewards.report.record_reward_metrics`), and the monitors' values
+        :func:`~comlrl.core.rewards.reward_metrics.turn_metrics`) and each agent's own reward per turn
+        (:func:`~comlrl.core.rewards.reward_metrics.record_reward_metrics`), and the monitors' values
         of the update (:mod:`comlrl.core.monitors`, which also watch them)."""
         if metrics is not None:
             over = getattr(self.trainer, "turn_metrics_over", None)
