@@ -276,14 +276,14 @@ def test_only_families_on_the_shared_loop_accept_several_processes():
     from comlrl.core.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
-    assert MAGRPOTrainer.supports_multi_process()
-    assert IACTrainer.supports_multi_process() and MAACTrainer.supports_multi_process()
+    assert MAGRPOTrainer.multi_process_ready
+    assert IACTrainer.multi_process_ready and MAACTrainer.multi_process_ready
 
     class OwnLoop(TrainerBase):
         def train(self, *args, **kwargs):
             return None
 
-    assert not OwnLoop.supports_multi_process()
+    assert not OwnLoop.multi_process_ready
 
 
 def test_mixed_precision_requests_are_not_silently_ignored():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from comlrl.core import loop
@@ -107,9 +108,22 @@ class TrainerBase:
     joint_sample_cls: Any = None
     # Keyword arguments of ``train()`` for the model's ``generate`` (set by ``train``).
     generation_kwargs: dict = {}
+    # One frozen reference model per agent when the family keeps them (the reference-KL term
+    # and the reference scores read them); empty otherwise.
+    reference_models: Sequence[Any] = ()
+    # The latest evaluation's first joint sample and its shown episodes (the console prints
+    # them after the eval record; see comlrl.core.loop.evaluation).
+    last_eval_sample: list | None = None
+    last_eval_episodes: list | None = None
+    # Whether the family may run under a multi-process launch: the shared loop shards global
+    # batches across ranks, so a subclass that replaces ``train`` gets False unless it says
+    # otherwise (see docs/distributed.md).
+    multi_process_ready = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "train" in cls.__dict__ and "multi_process_ready" not in cls.__dict__:
+            cls.multi_process_ready = False
         own = cls.__dict__.get("save_model")
         if own is not None and not getattr(own, "_main_process_only", False):
             # A family's own save_model gets the same rank handling as the base's.
@@ -132,7 +146,6 @@ class TrainerBase:
         self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
         self.checkpointing = Checkpointing(self)
-        self.monitors = Monitors(self)
         args = inputs.args
         if args is None:
             if self.default_config_cls is None:
@@ -145,7 +158,7 @@ class TrainerBase:
         # config as written; ``args`` holds this rank's share of every global batch threshold.
         self.global_args = self.args
         self.dist = init_context(self.args.distributed_mode)
-        if self.dist.is_distributed and not self.supports_multi_process():
+        if self.dist.is_distributed and not self.multi_process_ready:
             raise ValueError(
                 f"{self.algorithm_name} runs its own training loop, which does not shard data or "
                 f"average gradients across processes (WORLD_SIZE={self.dist.world_size}); run it "
@@ -160,6 +173,7 @@ class TrainerBase:
                     "docs/distributed.md."
                 )
         self.args = per_rank_config(self.args, self.dist)
+        self.monitors = Monitors(self.args, self.dist, self.run_state, self.reporting)
         self.model_config = dict(inputs.model_config or {})
         self.train_dataset, self.eval_dataset = inputs.train_dataset, inputs.eval_dataset
         self.external_transition, self.wandb_config = (
@@ -219,15 +233,9 @@ class TrainerBase:
         self.sample_cls, self.joint_sample_cls = sample_cls, joint_sample_cls
         self.shuffle_rng = random.Random(self.args.seed if self.args.seed is not None else 0)
 
-    @classmethod
-    def supports_multi_process(cls) -> bool:
-        """Whether the family trains through the shared loop, which shards global batches
-        across ranks (a subclass that replaces ``train`` does not)."""
-        return cls.train is TrainerBase.train
-
     def fsdp_unsupported_reason(self, args) -> str | None:
         """Why this trainer cannot shard its agents with FSDP2 under ``args`` (None: it can)."""
-        if not self.supports_multi_process():
+        if not self.multi_process_ready:
             return "its training loop does not run under several processes"
         if args.parallel_training == "mp":
             return "parallel_training='mp' (agent worker threads) is not combined with FSDP"
@@ -238,11 +246,6 @@ class TrainerBase:
         """Joint actions rolled out so far in this run (the x-axis of the training records;
         :attr:`run_state` holds it with the run's other counters)."""
         return self.run_state.environment_steps
-
-    @property
-    def is_main_process(self) -> bool:
-        """Whether this process logs, evaluates and saves (rank 0, or the only process)."""
-        return self.dist.is_main
 
     def run_config(self) -> dict[str, Any]:
         """The run description logged to W&B: model, agent count, algorithm, and the config
@@ -269,12 +272,6 @@ class TrainerBase:
     def optimizers_list(self) -> list:
         """Every optimizer the checkpoint must hold, in a stable order."""
         return list(getattr(self, "optimizers", []))
-
-    def schedulers_list(self) -> list:
-        """Every LR scheduler of the family's own (``self.schedulers``) that the checkpoint
-        must hold, in a stable order (those of ``lr_scheduler_type`` travel in the core's
-        state, see :meth:`state_dict`)."""
-        return list(getattr(self, "schedulers", []))
 
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, cursor positions per stage) for checkpoint cursor checks and for telling a

@@ -145,7 +145,7 @@ class OnlineIterations:
     def save_snapshot(self, name: str) -> None:
         """Rank 0 saves the policy snapshot; every rank waits until it is on disk."""
         t = self.trainer
-        if t.is_main_process:
+        if t.dist.is_main:
             save_policy(policy_dir(t), name, t.agents, t.tokenizers)
         barrier(t.dist)
 
@@ -168,10 +168,10 @@ class OnlineIterations:
         if not t.dist.is_distributed:
             self.replay.add(iteration, pairs)
             return
-        if t.is_main_process:
+        if t.dist.is_main:
             self.replay.add(iteration, pairs)
         state = broadcast_object(self.replay.state_dict(), t.dist)
-        if not t.is_main_process:
+        if not t.dist.is_main:
             self.replay.load_state_dict(state)
 
     def _log(self, iteration, pairs, selected, seen) -> None:
@@ -204,7 +204,7 @@ class OnlineIterations:
             record = drift.iteration_record(
                 self.reward_histogram, iteration, seen, chosen, len(selected)
             )
-            if t.is_main_process:
+            if t.dist.is_main:
                 drift.write_iteration(run_subdir(t, None, "reward_distributions"), record)
             metrics.update(drift.summary_metrics(record))
             logger = t.reporting.ensure_logger()

@@ -16,7 +16,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.checkpoint.claim import clear_leftovers, lock_directory
 from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
@@ -29,6 +29,9 @@ from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint, write_checkpoint_at
 from comlrl.core.loop.step_cadence import due
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 _log = logging.getLogger(__name__)
 _checks_passed_callbacks: list[Callable[[], None]] = []
@@ -84,7 +87,7 @@ class CheckpointSession:
 
     def __init__(
         self,
-        trainer: Any,
+        trainer: TrainerBase,
         resume_from_checkpoint: str | os.PathLike | None,
         checkpoint_dir: str | os.PathLike | None,
         checkpoint_interval: int = 1,
@@ -128,7 +131,7 @@ class CheckpointSession:
     def _prepare_directory(self, d: str) -> None:
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
-        if self.trainer.is_main_process:
+        if self.trainer.dist.is_main:
             # Only the saving process locks: it alone writes, and it alone clears leftovers.
             os.makedirs(d, exist_ok=True)
             lock_directory(d, self)
@@ -150,7 +153,7 @@ class CheckpointSession:
 
     def _commit(self) -> None:
         """Every check passed: clear what dead saves left, then let the caller know."""
-        if self.directory is not None and self.trainer.is_main_process:
+        if self.directory is not None and self.trainer.dist.is_main:
             clear_leftovers(self.directory)
         for callback in list(_checks_passed_callbacks):
             callback()
@@ -261,8 +264,6 @@ class CheckpointSession:
                 load_module(models[name], reader.path_of(meta["file"]), meta)
         for opt, meta in zip(trainer.optimizers_list(), state["optimizers"]):
             load_optimizer(opt, reader.tensors(meta["file"]), meta)
-        for scheduler, sched_state in zip(trainer.schedulers_list(), state["schedulers"]):
-            scheduler.load_state_dict(sched_state)
         trainer.load_state_dict(state["family"])
         trainer.checkpointing.load_loop_state(state["loop"])
         callbacks = trainer.checkpointing.callbacks()
@@ -317,14 +318,14 @@ class CheckpointSession:
         replacing a checkpoint already there (``save_checkpoint``); returns its path (None on
         a process that does not save). Nothing else changes: no ``latest`` pointer, no
         rotation, and the session's own saves go on as before."""
-        sharded = getattr(self.trainer, "sharded", None)
+        sharded = self.trainer.sync.sharded
         if sharded is not None:
             with sharded.full_view(self.trainer.optimizers_list()):
                 return self._save_at_main(target, reason)
         return self._save_at_main(target, reason)
 
     def _save_at_main(self, target: str, reason: str) -> str | None:
-        if not self.trainer.is_main_process:
+        if not self.trainer.dist.is_main:
             return None
         with preserved_rng():
             return write_checkpoint_at(self.trainer, target, replace=True, **self._fields(reason))
@@ -341,7 +342,7 @@ class CheckpointSession:
         )
 
     def _save_main(self, directory: str, reason: str) -> str | None:
-        if not self.trainer.is_main_process:
+        if not self.trainer.dist.is_main:
             return None
         if self._last_key == self._key() and self.last_path is not None:
             return self.last_path  # nothing happened since the last save

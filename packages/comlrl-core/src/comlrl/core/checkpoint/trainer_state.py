@@ -1,8 +1,8 @@
 """What a checkpoint holds of a trainer beyond what its family names.
 
 :class:`Checkpointing` is the trainer's ``checkpointing`` collaborator. The family names its
-models, tokenizers, optimizers, schedulers and extra state through the trainer's hooks
-(``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``, ``schedulers_list``,
+models, tokenizers, optimizers and extra state through the trainer's hooks
+(``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``,
 ``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
 this class captures and restores the state the core owns (the reward call mode ``auto``
 settled on, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its shuffling
@@ -14,12 +14,16 @@ call.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from comlrl.core.loop.buffer import RolloutBuffer
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import restart_marks
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 # The keys of :meth:`Checkpointing.core_state` that belong to the algorithm taking the steps:
 # its rollout buffer and the buffer's shuffling RNG. A trainer that drives another algorithm's
@@ -30,7 +34,7 @@ STEP_STATE_KEYS = (*RolloutBuffer.STATE_KEYS, "shuffle_rng")
 class Checkpointing:
     """The core's share of a trainer's checkpoint, and its checkpoint sessions."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: TrainerBase):
         self.trainer = trainer
         # (run id, sequence) of the latest train() or load_checkpoint(): a checkpoint that
         # save_checkpoint writes afterwards belongs to that run. Only the identity is kept, not
@@ -56,7 +60,9 @@ class Checkpointing:
         t = self.trainer
         epoch_saves = checkpoint_dir is not None
         if checkpoint_dir is None and t.args.save_steps is not None:
-            checkpoint_dir = os.path.join(t.reporting.ensure_logger().run_dir, "checkpoints")
+            # The logger's run dir always exists (the reporting names one when none is set).
+            run_dir = str(t.reporting.ensure_logger().run_dir)
+            checkpoint_dir = os.path.join(run_dir, "checkpoints")
         return CheckpointSession(
             t,
             resume_from_checkpoint,
@@ -110,7 +116,8 @@ class Checkpointing:
         counters, callbacks and random generators, after the checks a resume runs. A later
         ``train()`` starts from the first epoch with that state; ``train(resume_from_checkpoint
         =path)`` continues from the checkpoint's position instead. Returns where the
-        checkpoint stands (epoch, position, env_step, global_batch, sequence, run_id)."""
+        checkpoint stands: the counts a manifest shows (:meth:`RunState.manifest_cursor`) with the
+        position a resume takes, the checkpoint's sequence and its run id."""
         from comlrl.core.checkpoint.session import CheckpointSession
 
         self._refuse_in_training("load_checkpoint")
@@ -118,14 +125,10 @@ class Checkpointing:
         session = CheckpointSession(t, path, None)
         epoch, position = session.restore()
         self.remember(session)
-        return {
-            "epoch": int(epoch),
-            "position": int(position),
-            "env_step": int(t.run_state.environment_steps),
-            "global_batch": int(t.run_state.global_batch),
-            "sequence": int(session.sequence),
-            "run_id": session.run_id,
-        }
+        # The manifest's view of the restored counts, with the position the resume would take.
+        where: dict[str, Any] = dict(RunState.manifest_cursor(t.run_state.state_dict()))
+        where.update(epoch=int(epoch), position=int(position))
+        return {**where, "sequence": int(session.sequence), "run_id": session.run_id}
 
     def callbacks(self) -> dict[str, Any]:
         """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries

@@ -16,7 +16,7 @@ Per token, with ``d = log pi_ref - log pi`` (the sample drawn from ``pi``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,6 +25,9 @@ from comlrl.core.distributed.sharding import unsharded_copy
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.training.precision import precision_like
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 def build_reference_models(
@@ -155,7 +158,7 @@ def reference_token_logps(
     return [v[: len(c)] for v, c in zip(ref.values.tolist(), completion_ids)]
 
 
-def reference_models_for(trainer: Any) -> list:
+def reference_models_for(trainer: TrainerBase) -> list:
     """The frozen references of ``trainer``'s agents when its config uses a reference KL (in
     the reward or, where the family offers it, the loss; on ``reference_devices`` when set, else next to the agents); an empty list otherwise."""
     a = trainer.args

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from comlrl.core.rewards.reward_metrics import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.precision import scoring_context
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 @dataclass
@@ -134,7 +137,7 @@ def _completion_rewards(node: TreeNode, agent: int) -> list[float]:
 
 
 def attach_logprobs(
-    trainer: Any,
+    trainer: TrainerBase,
     per_agent: Sequence[Sequence[RolloutGroup]],
     *,
     old: bool,
