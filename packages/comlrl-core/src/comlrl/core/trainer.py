@@ -145,7 +145,7 @@ class TrainerBase:
         self.timing = PhaseTimer(self.timing_phases)
         self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
-        self.checkpointing = Checkpointing(self)
+        self.checkpointing = Checkpointing()
         args = inputs.args
         if args is None:
             if self.default_config_cls is None:
@@ -281,11 +281,11 @@ class TrainerBase:
     def state_dict(self) -> dict[str, Any]:
         """The resumable state as plain data: the core's (:meth:`Checkpointing.core_state`);
         families extend it through ``super()`` with their own."""
-        return self.checkpointing.core_state()
+        return self.checkpointing.core_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        self.checkpointing.load_core_state(state)
+        self.checkpointing.load_core_state(self, state)
 
     # ----------------------------------------------------------------- the family contract
     def num_stages(self) -> int:
@@ -377,6 +377,7 @@ class TrainerBase:
         check_generation_kwargs(generation_kwargs)
         self.before_training(resume_from_checkpoint)
         session = self.checkpointing.session(
+            self,
             resume_from_checkpoint,
             checkpoint_dir,
             checkpoint_interval,
@@ -401,7 +402,7 @@ class TrainerBase:
         Resume from it with ``train(resume_from_checkpoint=output_dir)`` or restore it with
         :meth:`load_checkpoint`. A checkpoint already there is replaced atomically; call it
         between ``train()`` calls, not during one."""
-        return self.checkpointing.save_to(output_dir)
+        return self.checkpointing.save_to(self, output_dir)
 
     def load_checkpoint(self, path: str | os.PathLike) -> dict[str, Any]:
         """Restore weights, optimizers, counters, callbacks and random generators from the
@@ -409,7 +410,7 @@ class TrainerBase:
         same checks a resume runs; returns where it stands (``epoch``, ``position``,
         ``env_step``, ...). A later ``train()`` starts from the first epoch with this state;
         ``train(resume_from_checkpoint=path)`` continues from the checkpoint's position."""
-        return self.checkpointing.load_from(path)
+        return self.checkpointing.load_from(self, path)
 
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
         """Roll out one joint sample per eval item and turn; log and return turn metrics."""

@@ -208,7 +208,7 @@ def trainer_fingerprint(trainer: TrainerBase) -> dict[str, Any]:
             ],
             "references": reference_fingerprint(trainer),
             "train_dataset": dataset_fingerprint(getattr(trainer, "train_dataset", None)),
-            "callbacks": sorted(trainer.checkpointing.callbacks()),
+            "callbacks": sorted(trainer.checkpointing.callbacks(trainer)),
         }
     )
 

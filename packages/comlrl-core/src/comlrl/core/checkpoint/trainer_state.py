@@ -34,8 +34,7 @@ STEP_STATE_KEYS = (*RolloutBuffer.STATE_KEYS, "shuffle_rng")
 class Checkpointing:
     """The core's share of a trainer's checkpoint, and its checkpoint sessions."""
 
-    def __init__(self, trainer: TrainerBase):
-        self.trainer = trainer
+    def __init__(self) -> None:
         # (run id, sequence) of the latest train() or load_checkpoint(): a checkpoint that
         # save_checkpoint writes afterwards belongs to that run. Only the identity is kept, not
         # the session, which would keep holding its checkpoint directory's lock.
@@ -45,6 +44,7 @@ class Checkpointing:
 
     def session(
         self,
+        trainer: TrainerBase,
         resume_from_checkpoint: str | None,
         checkpoint_dir: str | None,
         checkpoint_interval: int,
@@ -57,14 +57,14 @@ class Checkpointing:
         and only the ``save_steps`` cadence and the final save write them."""
         from comlrl.core.checkpoint.session import CheckpointSession
 
-        t = self.trainer
+        t = trainer
         epoch_saves = checkpoint_dir is not None
         if checkpoint_dir is None and t.args.save_steps is not None:
             # The logger's run dir always exists (the reporting names one when none is set).
             run_dir = str(t.reporting.ensure_logger().run_dir)
             checkpoint_dir = os.path.join(run_dir, "checkpoints")
         return CheckpointSession(
-            t,
+            t.dist,
             resume_from_checkpoint,
             checkpoint_dir,
             checkpoint_interval,
@@ -85,7 +85,7 @@ class Checkpointing:
                 "come from train(checkpoint_dir=..., checkpoint_interval=...)."
             )
 
-    def save_to(self, path: str | os.PathLike) -> str | None:
+    def save_to(self, trainer: TrainerBase, path: str | os.PathLike) -> str | None:
         """Write a checkpoint of the trainer as it is now into the directory ``path`` (the
         trainer's public ``save_checkpoint``): the files ``train(checkpoint_dir=...)`` writes
         for one checkpoint, belonging to the run of the latest ``train()`` or
@@ -104,13 +104,13 @@ class Checkpointing:
                 f"save_checkpoint: {target} exists and is not a checkpoint; choose a new "
                 "directory (an earlier checkpoint there would be replaced)."
             )
-        session = CheckpointSession(self.trainer, None, None)
+        session = CheckpointSession(trainer.dist, None, None)
         if self.run_identity is not None:
             session.run_id, session.sequence = self.run_identity
         self.run_identity = (session.run_id, session.sequence)
-        return session.save_at(target)
+        return session.save_at(trainer, target)
 
-    def load_from(self, path: str | os.PathLike) -> dict[str, Any]:
+    def load_from(self, trainer: TrainerBase, path: str | os.PathLike) -> dict[str, Any]:
         """Restore the trainer from the checkpoint at ``path`` (the trainer's public
         ``load_checkpoint``): weights, optimizers, schedulers, family and core state,
         counters, callbacks and random generators, after the checks a resume runs. A later
@@ -121,19 +121,19 @@ class Checkpointing:
         from comlrl.core.checkpoint.session import CheckpointSession
 
         self._refuse_in_training("load_checkpoint")
-        t = self.trainer
-        session = CheckpointSession(t, path, None)
-        epoch, position = session.restore()
+        t = trainer
+        session = CheckpointSession(t.dist, path, None)
+        epoch, position = session.restore(t)
         self.remember(session)
         # The manifest's view of the restored counts, with the position the resume would take.
         where: dict[str, Any] = dict(RunState.manifest_cursor(t.run_state.state_dict()))
         where.update(epoch=int(epoch), position=int(position))
         return {**where, "sequence": int(session.sequence), "run_id": session.run_id}
 
-    def callbacks(self) -> dict[str, Any]:
+    def callbacks(self, trainer: TrainerBase) -> dict[str, Any]:
         """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries
         (e.g. a reward function with a running baseline). Their state must be plain data."""
-        t = self.trainer
+        t = trainer
         candidates = {
             "train_dataset": t.train_dataset,
             "reward_func": t.reward_func,
@@ -150,12 +150,12 @@ class Checkpointing:
             and not isinstance(obj, torch.nn.Module)
         }
 
-    def core_state(self) -> dict[str, Any]:
+    def core_state(self, trainer: TrainerBase) -> dict[str, Any]:
         """The core's part of the family state, as plain data: the reward call mode ``auto``
         settled on, the LR schedules, the rollout buffer with its shuffling RNG, and the
         monitors' series. ``TrainerBase.state_dict`` returns it, and families extend
         that (their keys sit next to these in a checkpoint's family state)."""
-        t = self.trainer
+        t = trainer
         state: dict[str, Any] = {}
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
@@ -170,9 +170,9 @@ class Checkpointing:
         state["monitors"] = t.monitors.state_dict()
         return state
 
-    def load_core_state(self, state: dict[str, Any]) -> None:
+    def load_core_state(self, trainer: TrainerBase, state: dict[str, Any]) -> None:
         """Inverse of :meth:`core_state`."""
-        t = self.trainer
+        t = trainer
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
             caller.restore_mode(state["reward_call_mode"])
@@ -184,15 +184,15 @@ class Checkpointing:
             t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         t.monitors.load_state_dict(state["monitors"])
 
-    def loop_state(self) -> dict[str, Any]:
+    def loop_state(self, trainer: TrainerBase) -> dict[str, Any]:
         """The run state, whole, and the ``steps_unit`` its cadence marks count in."""
-        t = self.trainer
+        t = trainer
         return {"run": t.run_state.state_dict(), "steps_unit": t.args.steps_unit}
 
-    def load_loop_state(self, state: dict[str, Any]) -> None:
+    def load_loop_state(self, trainer: TrainerBase, state: dict[str, Any]) -> None:
         """Inverse of :meth:`loop_state`: marks counted in another ``steps_unit`` restart
         (:func:`comlrl.core.loop.step_cadence.restart_marks`)."""
-        t = self.trainer
+        t = trainer
         t.run_state.load_state_dict(state["run"])
         if state["steps_unit"] != t.args.steps_unit:
             restart_marks(t.run_state, t.args.steps_unit)

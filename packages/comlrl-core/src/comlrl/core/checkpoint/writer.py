@@ -130,7 +130,9 @@ def write_checkpoint_at(
             rng=rng_meta,
             loop=loop_state,
             family=trainer.state_dict(),
-            callbacks={n: obj.state_dict() for n, obj in trainer.checkpointing.callbacks().items()},
+            callbacks={
+                n: obj.state_dict() for n, obj in trainer.checkpointing.callbacks(trainer).items()
+            },
             logger=logger_state,
         )
         _write_text(os.path.join(staging, STATE), _encode_state(state))

@@ -188,7 +188,7 @@ class TrainingLoop:
         logger = t.reporting.ensure_logger()
         logger.reopen()
         state.start_call()
-        start_stage, start_pos = session.restore()
+        start_stage, start_pos = session.restore(t)
         state.clear_outcome()
         if session.fresh and t.args.seed is not None:
             seed_everything(t.args.seed + t.dist.rank)
@@ -231,7 +231,7 @@ class TrainingLoop:
         if reason is not None:
             # Preparing the stage counts as a batch of work, so its save is not a repeat.
             state.global_batch += 1
-            session.save(reason)
+            session.save(t, reason)
         state.stage_size = len(units)
         bar = t.reporting.progress_bar(sum(span_of(u) for u in units), stage)
         bar.update(pos)
@@ -256,7 +256,7 @@ class TrainingLoop:
                 bar.close()
                 self._stop_after_signal(t)
                 return False
-            session.after_batch()
+            session.after_batch(t)
             if self._monitor_stop(t):
                 bar.close()
                 state.stage_size = None
@@ -269,7 +269,7 @@ class TrainingLoop:
             state.cursor = (stage + 1, 0)
         state.stage_size = None
         last = stopped or stage + 1 == t.num_stages()
-        session.after_epoch(last=last)
+        session.after_epoch(t, last=last)
         # The stage's last update may have crossed a threshold (the run ends here anyway
         # after the last stage).
         return last or not self._monitor_stop(t)
@@ -303,14 +303,14 @@ class TrainingLoop:
         if message is None:
             return False
         self.state.stopped_by_monitor = message
-        self._save_for_resume("monitor")
+        self._save_for_resume(t, "monitor")
         return True
 
-    def _save_for_resume(self, reason: str) -> str | None:
+    def _save_for_resume(self, t: TrainerBase, reason: str) -> str | None:
         """Checkpoint now (when a checkpoint_dir is set) because a ``reason`` (``signal``,
         ``monitor``) stops training, and say how to resume; returns the checkpoint's path."""
         cursor = self.state.cursor
-        path = self.session.save_now(reason=reason)
+        path = self.session.save_now(t, reason=reason)
         if path is not None:
             _log.warning(
                 "Training stopped by a %s at epoch %d, item %d; checkpoint written to %s. "
@@ -326,7 +326,7 @@ class TrainingLoop:
     def _stop_after_signal(self, t: TrainerBase) -> None:
         """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
         self.state.interrupted = True
-        self.state.last_checkpoint = self._save_for_resume("signal")
+        self.state.last_checkpoint = self._save_for_resume(t, "signal")
         t.monitors.summarize("stopped by a signal")
         t.reporting.ensure_logger().close(finish_wandb=True)
 
