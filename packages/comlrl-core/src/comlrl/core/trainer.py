@@ -206,7 +206,7 @@ class TrainerBase:
         self.agent_devices, self.workers, worker_groups = plan_workers(
             self.args, self.dist, self.num_agents
         )
-        self.sync = GradientSync(self.dist, worker_groups, owner=self)
+        self.sync = GradientSync(self.dist, worker_groups)
         if not load_models:
             return
         self.agents, self.tokenizers = build_agents(

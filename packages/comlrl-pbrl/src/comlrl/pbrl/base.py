@@ -240,7 +240,7 @@ class PreferenceTrainerBase(TrainerBase):
     def end_stage(self, stage: int) -> None:
         """After an online iteration, snapshot the policy (when snapshots are kept)."""
         if self.online is not None:
-            self.online.end_iteration(stage)
+            self.online.end_iteration(self, stage)
 
     @property
     def iteration_pairs(self) -> list[PreferencePair]:
