@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 START, END = "<!-- walk:start (python -m benchmarks.walk) -->", "<!-- walk:end -->"
 _PACKAGES = str(ROOT / "packages")
-SPINE = ("comlrl/core/loop/",)
+SPINE = ("comlrl/core/loop/", "comlrl/core/trainer.py")
 INDIRECTIONS = ("callback", "closure", "generator", "registry")
 
 

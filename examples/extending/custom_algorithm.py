@@ -24,8 +24,8 @@ from comlrl.core.config.base import CommonConfig
 from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.loop.buffer import Batch, Record
-from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.loop.buffer import Batch, BufferEntry
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, policy_step
 
@@ -89,7 +89,7 @@ class BestOfKTrainer(TrainerBase):
 
     def collect(self, unit) -> Batch:
         _, nodes = self.rollouts.unit_trees(unit)
-        records = []
+        entries = []
         for node in nodes:
             best = int(np.argmax(node.rewards))
             picks = [
@@ -102,8 +102,8 @@ class BestOfKTrainer(TrainerBase):
                 ]
                 for i in range(self.num_agents)
             ]
-            records.append(Record(picks, node.step))
-        return Batch(records)
+            entries.append(BufferEntry(picks, node.step))
+        return Batch(entries)
 
     def update(self, experience) -> dict:
         metrics = {"best_reward_mean": float(np.mean([p.reward for p in experience.samples[0]]))}

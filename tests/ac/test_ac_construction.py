@@ -16,12 +16,12 @@ def no_loading(monkeypatch):
     import transformers
 
     import comlrl.ac.critic_models as values
-    import comlrl.core.models as models
+    import comlrl.core.models.loading as loading
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"a model or tokenizer was loaded: {args}")
 
-    monkeypatch.setattr(models, "load_causal_lm", refuse)
+    monkeypatch.setattr(loading, "load_causal_lm", refuse)
     monkeypatch.setattr(values, "load_value_model", refuse)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", refuse)
     monkeypatch.setattr(transformers.AutoModel, "from_pretrained", refuse)

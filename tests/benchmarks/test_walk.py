@@ -16,7 +16,7 @@ def test_the_architecture_walk_is_current_and_magrpo_reads_top_to_bottom():
     for w in results:
         files = w.walk_files
         # every step reaches the one optimizer step from the loop's unit
-        assert files[0] == "comlrl/core/loop/__init__.py"
+        assert files[0] == "comlrl/core/loop/walk.py"
         assert w.hops[-1] == walk.Hop("comlrl/core/training/optim.py", "apply_step")
     magrpo = results[0]
     assert magrpo.indirections <= 6, [h for h in magrpo.hops if h.via]
@@ -67,7 +67,7 @@ def test_each_kind_of_indirection_is_told_apart():
     core, family = "comlrl/core/rollout/collect.py", "comlrl/reinforce/magrpo.py"
     code = walk.render.__code__
     assert walk._via(code, family, core, set()) == "callback"
-    assert walk._via(code, family, "comlrl/core/loop/__init__.py", set()) is None
+    assert walk._via(code, family, "comlrl/core/loop/walk.py", set()) is None
     assert walk._via(code, family, core, {code}) == "registry"
     assert walk._via(step.__code__, family, family, set()) == "closure"
 

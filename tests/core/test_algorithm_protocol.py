@@ -15,7 +15,7 @@ HOOKS = [
 
 def _trainers():
     from comlrl.ac import IACTrainer, MAACTrainer
-    from comlrl.core.loop.trainer import TrainerBase
+    from comlrl.core.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
     return [TrainerBase, MAGRPOTrainer, IACTrainer, MAACTrainer]
@@ -35,7 +35,7 @@ def test_loop_reads_no_private_trainer_attribute():
     import ast
     from pathlib import Path
 
-    import comlrl.core.loop as loop
+    import comlrl.core.loop.walk as loop
 
     tree = ast.parse(Path(loop.__file__).read_text())
     private = [
@@ -47,3 +47,32 @@ def test_loop_reads_no_private_trainer_attribute():
         and node.attr.startswith("_")
     ]
     assert not private, private
+
+
+def test_the_walk_writes_run_state_only_through_run_state():
+    """The loop sets no trainer attribute: positions, counts and flags go to ``RunState``."""
+    import ast
+    from pathlib import Path
+
+    import comlrl.core.loop.walk as walk
+
+    tree = ast.parse(Path(walk.__file__).read_text())
+    targets = [
+        t
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+    ]
+    written = [
+        (t.lineno, t.value.id, t.attr)
+        for t in targets
+        if isinstance(t, ast.Attribute)
+        and isinstance(t.value, ast.Name)
+        and t.value.id in {"t", "trainer"}
+    ]
+    assert not written, written
+    # Writes through the run state do happen (the check above sees attribute stores).
+    assert any(
+        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "state"
+        for t in targets
+    )

@@ -174,7 +174,7 @@ def test_session_arguments_are_checked_first(kwargs, message):
 
 def test_fresh_run_refuses_a_directory_with_checkpoints(tmp_path):
     _fake_checkpoint(tmp_path, 1, "c" * 32)
-    main = SimpleNamespace(is_main_process=True)  # what the session reads before any save
+    main = SimpleNamespace(is_main=True)  # the process context: this one saves
     with pytest.raises(FileExistsError, match="already holds checkpoints"):
         CheckpointSession(main, None, str(tmp_path))
     (tmp_path / "file").write_text("x")

@@ -12,9 +12,9 @@ import pytest
 import torch
 import yaml
 
-from comlrl.core import models
 from comlrl.core.cli import main
 from comlrl.core.errors import UserError, is_user_error
+from comlrl.core.models import loading, tokenizers
 
 HUB_TYPO = "Qwen/Qwen2.5-05B-Instruct"
 
@@ -25,8 +25,10 @@ def _no_model_loads(monkeypatch):
     def loaded(*args, **kwargs):
         raise AssertionError("a tokenizer or model was loaded before the error")
 
-    monkeypatch.setattr(models, "resolve_tokenizers", loaded)
-    monkeypatch.setattr(models, "load_causal_lm", loaded)
+    # Patched where they are looked up: the agents' loading and the CLI's tokenizer check.
+    monkeypatch.setattr(loading, "resolve_tokenizers", loaded)
+    monkeypatch.setattr(loading, "load_causal_lm", loaded)
+    monkeypatch.setattr(tokenizers, "resolve_tokenizers", loaded)
 
 
 def _not_on_the_hub(name, *args, **kwargs):

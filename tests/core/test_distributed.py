@@ -252,7 +252,7 @@ def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
     from comlrl.pbrl import MADPOConfig, MADPOTrainer
 
     fake = Ctx(rank=0, world_size=2, backend="gloo", sharding="fsdp")
-    monkeypatch.setattr("comlrl.core.loop.trainer.init_context", lambda mode: fake)
+    monkeypatch.setattr("comlrl.core.trainer.init_context", lambda mode: fake)
     m, tok = tiny_pair(seed=0)
     reward = lambda a, b: [0.0] * len(a)  # noqa: E731
     with pytest.raises(ValueError, match="use_separate_critic=False.*distributed_mode='ddp'"):
@@ -273,17 +273,17 @@ def test_fsdp_is_refused_where_agents_cannot_be_sharded(tmp_path, monkeypatch):
 
 def test_only_families_on_the_shared_loop_accept_several_processes():
     from comlrl.ac import IACTrainer, MAACTrainer
-    from comlrl.core.loop.trainer import TrainerBase
+    from comlrl.core.trainer import TrainerBase
     from comlrl.reinforce import MAGRPOTrainer
 
-    assert MAGRPOTrainer.supports_multi_process()
-    assert IACTrainer.supports_multi_process() and MAACTrainer.supports_multi_process()
+    assert MAGRPOTrainer.multi_process_ready
+    assert IACTrainer.multi_process_ready and MAACTrainer.multi_process_ready
 
     class OwnLoop(TrainerBase):
         def train(self, *args, **kwargs):
             return None
 
-    assert not OwnLoop.supports_multi_process()
+    assert not OwnLoop.multi_process_ready
 
 
 def test_mixed_precision_requests_are_not_silently_ignored():

@@ -26,9 +26,12 @@ def _trainer(tmp_path, **monitors):
         args=args,
         dist=local_context(),
         run_state=RunState(),
-        is_main_process=True,
         reporting=SimpleNamespace(run_dir=str(tmp_path)),
     )
+
+
+def _monitors(t) -> Monitors:
+    return Monitors(t.args, t.dist, t.run_state, t.reporting)
 
 
 def _group(agent: int, length: int, rewards: list[float], kl_per_token: float) -> RolloutGroup:
@@ -81,7 +84,7 @@ def test_the_drifting_run_crosses_exactly_the_watched_monitors(tmp_path):
         window=3,
         patience=2,
     )
-    monitors = Monitors(t)
+    monitors = _monitors(t)
     t.monitors = monitors
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -124,14 +127,14 @@ def test_the_drifting_run_crosses_exactly_the_watched_monitors(tmp_path):
 
 def test_stop_on_asks_once_and_the_state_survives_a_checkpoint(tmp_path):
     t = _trainer(tmp_path, zero_variance_max=0.5, patience=1, stop_on=["zero_variance_fraction"])
-    monitors = Monitors(t)
+    monitors = _monitors(t)
     t.monitors = monitors
     with pytest.warns(MonitorWarning, match="stop_on: the run checkpoints and stops"):
         for u in range(7):
             _drifting_update(monitors, u)
     assert "zero_variance_fraction (agent 0, turn 1)" in monitors.stop_requested()
     state = json.loads(json.dumps(monitors.state_dict()))  # plain data, as a checkpoint holds
-    resumed = Monitors(t)
+    resumed = _monitors(t)
     resumed.load_state_dict(state)
     assert resumed.stop_requested() is None  # the crossing that stopped the run is history
     with warnings.catch_warnings():
@@ -155,11 +158,11 @@ def test_zero_variance_reads_task_rewards_under_kl_shaping():
 
 def test_unwatched_steps_and_disabled_monitors_measure_nothing(tmp_path):
     t = _trainer(tmp_path, enabled=False)
-    monitors = Monitors(t)
+    monitors = _monitors(t)
     assert monitors.watched_step([Target([], None, agent=0, turn=0)]) is None
     assert monitors.after_update([[_group(0, 3, [0.0, 1.0], 0.1)]], {"a": 1.0}, 1) == {"a": 1.0}
     assert monitors.summarize("completed") is None
-    on = Monitors(_trainer(tmp_path))
+    on = _monitors(_trainer(tmp_path))
     assert on.watched_step([Target([], None, agent=0)]) is None  # no turn: not a policy step
     assert on.watched_step([Target([], None, turn=0)]) is None  # a critic
     two = [Target([], None, agent=0, turn=0), Target([], None, agent=1, turn=0)]

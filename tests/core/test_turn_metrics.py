@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.core.rewards.report import turn_metrics
+from comlrl.core.rewards.reward_metrics import turn_metrics
 from comlrl.core.rollout.record import RolloutGroup
 
 CONFIG = SimpleNamespace(reference_kl_enabled=True, reference_kl_coef=0.5)

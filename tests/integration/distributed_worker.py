@@ -230,7 +230,7 @@ def digest(tensors) -> str:
 def step_recorder(log: list[str]):
     """A gradient-sync hook: the digest of the weights and reduced gradients before each step."""
 
-    def hook(trainer, params):
+    def hook(params):
         log.append(digest([p for p in params] + [p.grad for p in params if p.grad is not None]))
 
     return hook
@@ -264,7 +264,7 @@ def full_digest_recorder(log: list[str]):
     rank runs the hook at the same step, so the gathers line up)."""
     from comlrl.core.distributed.sharding import full_tensor
 
-    def hook(trainer, params):
+    def hook(params):
         tensors = [full_tensor(p.detach()) for p in params]
         grads = [full_tensor(p.grad) for p in params if p.grad is not None]
         log.append(digest(tensors + grads))

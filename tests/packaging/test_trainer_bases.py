@@ -14,7 +14,7 @@ import importlib
 
 import pytest
 
-from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.trainer import TrainerBase
 
 MAX_BASES = 2
 COVERED = ["comlrl.reinforce", "comlrl.ac", "comlrl.pbrl"]

@@ -155,7 +155,7 @@ def test_a_trainer_without_multi_process_support_is_refused_before_loading(tmp_p
             args=MADPOConfig(output_dir=str(tmp_path)),
         )
     for cls in (MADPOTrainer, MARLHFTrainer, MADPOIterTrainer, MARLHFIterTrainer):
-        assert cls.supports_multi_process(), cls.__name__
+        assert cls.multi_process_ready, cls.__name__
 
 
 def test_distributed_mode_single_ignores_the_launcher(tmp_path, monkeypatch):

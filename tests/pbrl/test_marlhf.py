@@ -109,7 +109,7 @@ def test_reward_model_steps_clip_and_follow_the_nonfinite_policy(tmp_path):
     opt = torch.optim.SGD(rm.parameters(), lr=1.0)
     norms = []
     trainer.sync.hooks.append(
-        lambda t, params: norms.append(
+        lambda params: norms.append(
             float(
                 torch.linalg.vector_norm(
                     torch.stack([p.grad.norm() for p in params if p.grad is not None])

@@ -245,7 +245,7 @@ def test_magrpo_credits_only_the_agent_whose_answer_decides(tmp_path):
     )
     batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
     decisive = []
-    for rec in batch.records:
+    for rec in batch.entries:
         g0, g1 = rec.samples[0][0], rec.samples[1][0]
         assert len(g0.joint_index) == 9
         assert g1.advantages == pytest.approx([0.0, 0.0, 0.0], abs=1e-12)

@@ -156,7 +156,7 @@ def test_magrpo_carries_later_turns_kl_into_earlier_returns(tmp_path, monkeypatc
     torch.manual_seed(0)
     shaped = shaped_trainer.collect(unit)
     gamma = shaped_trainer.args.discount
-    for rec, ref in zip(shaped.records, plain.records):
+    for rec, ref in zip(shaped.entries, plain.entries):
         s, p = rec.samples[0][0], ref.samples[0][0]
         assert s.completion_ids == p.completion_ids  # KL draws nothing from the sampler
         carried = 1.0 + gamma * 1.0 if s.turn == 0 else 1.0  # own KL 1 + the next turn's

@@ -10,7 +10,7 @@ import types
 import pytest
 
 from comlrl.core.loop import run_unit
-from comlrl.core.loop.buffer import Batch, Record, RolloutBuffer
+from comlrl.core.loop.buffer import Batch, BufferEntry, RolloutBuffer
 from comlrl.core.rollout.tree import nodes_per_tree
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
@@ -44,7 +44,7 @@ class _Stub:
         self.timing = types.SimpleNamespace(phase=lambda name: contextlib.nullcontext())
 
     def collect(self, unit):
-        rows = [Record([[self.version]], j) for j in range(self.records)]
+        rows = [BufferEntry([[self.version]], j) for j in range(self.records)]
         return Batch(rows, whole=self.whole)
 
     def update(self, experience):

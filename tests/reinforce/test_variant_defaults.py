@@ -78,7 +78,7 @@ def _remax(tmp_path, reward=length_reward, **cfg):
 def test_greedy_baseline_is_the_reward_of_an_independent_greedy_rollout(tmp_path):
     trainer = _remax(tmp_path)
     batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
-    samples = [rec.samples[0][0] for rec in batch.records]
+    samples = [rec.samples[0][0] for rec in batch.entries]
     greedy = dataclasses.replace(trainer.rollouts.sampling_params(), do_sample=False)
     texts = []
     for agent in range(2):
@@ -123,7 +123,7 @@ def _own_lengths(c0, c1):
 def test_each_agent_is_measured_against_its_own_greedy_reward(tmp_path):
     trainer = _remax(tmp_path, _own_lengths, reward_call_mode="per_sample")
     batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
-    for rec in batch.records:
+    for rec in batch.entries:
         s0, s1 = rec.samples[0][0], rec.samples[1][0]
         assert s0.baseline >= 0.0 >= s1.baseline
         assert s0.baseline != s1.baseline

@@ -126,8 +126,8 @@ def test_engine_kwargs_share_the_gpu_and_serve_one_lora_per_agent():
 def test_core_imports_no_vllm():
     import sys
 
-    import comlrl.core.loop.trainer  # noqa: F401
     import comlrl.core.rollout.vllm.backend  # noqa: F401
+    import comlrl.core.trainer  # noqa: F401
 
     assert "vllm" not in sys.modules
 

@@ -5,7 +5,7 @@ buffers and resumable state. Each family's update is its own loop over core's pi
 (:mod:`comlrl.core.training.policy_update`: mini-batches and the policy step on the actor's
 rows from :mod:`comlrl.ac.ppo`; a critic step on core's
 :func:`~comlrl.core.training.value_step.value_step`), metrics and evaluation in
-:mod:`comlrl.ac.reporting`, critic placement in :mod:`comlrl.ac.critics`.
+:mod:`comlrl.ac.metrics`, critic placement in :mod:`comlrl.ac.critics`.
 
 A family fills in the critic: how it is built and placed (``_resolve_critic_sources``,
 ``_setup_critics``), what it estimates at rollout (``_estimate_values``), how a drained buffer
@@ -22,7 +22,7 @@ import torch
 
 from comlrl.ac.config import ActorCriticConfig
 from comlrl.ac.critic_models import ValueModel
-from comlrl.ac.reporting import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
+from comlrl.ac.metrics import RUN_CONFIG_KEYS, drain_metrics, episode_metrics, evaluation_metrics
 from comlrl.ac.samples import ActorCriticInputs, JointSample
 from comlrl.ac.targets import fill_critic_targets
 from comlrl.core.callable_types import (
@@ -35,20 +35,20 @@ from comlrl.core.callable_types import (
     TokenizerArg,
 )
 from comlrl.core.inputs import inputs_from
-from comlrl.core.loop.buffer import Batch, Experience, Record
-from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.loop.buffer import Batch, BufferEntry, Experience
 from comlrl.core.models import resolve_model_sources
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rollout.collect import collect_groups, completion_rows
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 
 
 class ActorCriticTrainerBase(TrainerBase):
     """Shared machinery of the actor-critic trainers (compat name of CoMLRL's mix-in). The
     critics' placement, the actor's rows and the metrics are functions of
-    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.reporting`."""
+    :mod:`comlrl.ac.critics`, :mod:`comlrl.ac.ppo` and :mod:`comlrl.ac.metrics`."""
 
     run_config_keys = RUN_CONFIG_KEYS
     # 1.4.3's actor-critic trainers log every agent's shaped returns and KL per turn.
@@ -188,18 +188,18 @@ class ActorCriticTrainerBase(TrainerBase):
         episodes: dict[int, list[int]] = {}
         for j, node in enumerate(nodes):
             episodes.setdefault(node.item_index, []).append(j)
-        records = []
+        entries = []
         for ids in episodes.values():
             mine = [[groups[j] for j in ids] for groups in per_agent]
-            records.append(
-                Record(
+            entries.append(
+                BufferEntry(
                     mine,
                     max(nodes[j].step for j in ids),
                     joint=[js for j in ids for js in joint[j]],
                     metrics=episode_metrics(self.metrics_callback, [nodes[j] for j in ids], mine),
                 )
             )
-        return Batch(records)
+        return Batch(entries)
 
     def _critic_record(self, per_agent: list[list[ValueGroup]], nodes: list[TreeNode]):
         """What the critic adds to core's record of ``nodes`` (KL-shaped, returns at discount
@@ -218,7 +218,7 @@ class ActorCriticTrainerBase(TrainerBase):
 
     def eval_metrics(self, items: list[dict]) -> dict[str, float]:
         """The core's light eval plus ``metrics_callback``'s ``eval/{k}`` (see
-        :func:`comlrl.ac.reporting.evaluation_metrics`)."""
+        :func:`comlrl.ac.metrics.evaluation_metrics`)."""
         return evaluation_metrics(self, items)
 
     def update(self, experience: Experience) -> dict[str, float]:

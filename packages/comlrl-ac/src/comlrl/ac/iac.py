@@ -26,8 +26,8 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
+from comlrl.ac.metrics import actor_critic_stats
 from comlrl.ac.ppo import Row, actor_loss, actor_step, advantage_divisors
-from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.targets import critic_rows, spread_values, value_error
 from comlrl.core.logprobs import micro_batches_for
 from comlrl.core.logprobs.values import estimate_values, logprobs_and_values

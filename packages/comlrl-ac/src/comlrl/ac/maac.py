@@ -30,8 +30,8 @@ from comlrl.ac.critics import (
     resolve_critic_sources,
     seeded_init,
 )
+from comlrl.ac.metrics import actor_critic_stats
 from comlrl.ac.ppo import actor_step
-from comlrl.ac.reporting import actor_critic_stats
 from comlrl.ac.samples import JointSample
 from comlrl.ac.targets import (
     bootstrap_value,

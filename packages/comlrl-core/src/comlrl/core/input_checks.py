@@ -11,10 +11,13 @@ import functools
 import inspect
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.config.run_file import nearest_hint
 from comlrl.core.models import check_model_config
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 def check_dataset(dataset: Any, field: str, *, default_formatter: bool) -> None:
@@ -104,7 +107,7 @@ def check_agent_count(agents: Any, num_agents: Any, trainer_cls: type[Any]) -> N
 
 
 def check_construction(
-    trainer: Any, train_dataset: Any, eval_dataset: Any, formatters: Any
+    trainer: TrainerBase, train_dataset: Any, eval_dataset: Any, formatters: Any
 ) -> None:
     """The checks of a trainer's constructor arguments that need no file system access beyond
     ``output_dir`` (model directories are checked by :func:`~comlrl.core.models.load_agents`

@@ -35,9 +35,9 @@ from comlrl.core.centralized import (
 from comlrl.core.distributed import resolve_mode
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.placement.devices import plan_devices
 from comlrl.core.rewards import RewardCaller
+from comlrl.core.trainer import TrainerBase
 from comlrl.pbrl import candidates
 from comlrl.pbrl.config import MADPOConfig
 from comlrl.pbrl.pairs import PreferencePair
@@ -115,11 +115,6 @@ class PreferenceTrainerBase(TrainerBase):
     # iteration, which ends with a policy snapshot when those are kept.
     online: Any = None
 
-    @classmethod
-    def supports_multi_process(cls) -> bool:
-        """Whether this trainer may run under a multi-process launch (MADPO)."""
-        return cls.multi_process_ready
-
     def fsdp_unsupported_reason(self, args) -> str | None:
         """The preference trainers replicate their agents (DDP-style) only."""
         return "the preference trainers do not shard their agents"
@@ -149,7 +144,7 @@ class PreferenceTrainerBase(TrainerBase):
         elif inputs.agents is not None and inputs.agent_model is None:
             check_agent_count(inputs.agents, inputs.num_agents, type(self))
             actor_inputs = actor_inputs.replace(num_agents=None)
-        if not self.supports_multi_process() and resolve_mode(args.distributed_mode) != "single":
+        if not self.multi_process_ready and resolve_mode(args.distributed_mode) != "single":
             # Refused before any model is loaded.
             raise ValueError(
                 f"{self.algorithm_name} runs in one process; this trainer does not train under "
@@ -245,7 +240,7 @@ class PreferenceTrainerBase(TrainerBase):
     def end_stage(self, stage: int) -> None:
         """After an online iteration, snapshot the policy (when snapshots are kept)."""
         if self.online is not None:
-            self.online.end_iteration(stage)
+            self.online.end_iteration(self, stage)
 
     @property
     def iteration_pairs(self) -> list[PreferencePair]:

@@ -9,7 +9,7 @@ centralized writer); target and comparator candidates are scored and paired per 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,13 +29,19 @@ from comlrl.pbrl.comparators import (
 from comlrl.pbrl.pairs import PreferencePair, select_pairs
 from comlrl.pbrl.snapshots import history_snapshot, load_snapshot_agent, policy_dir
 
+if TYPE_CHECKING:
+    from comlrl.pbrl.base import PreferenceTrainerBase
+
 
 class ComparatorPairing:
     """Comparator lifecycle and target-vs-comparator pairs of one iterative trainer.
 
+    It keeps no trainer: the constructor and every method that samples, loads or pairs take
+    the iterative trainer whose config, agents, tokenizers, devices, rollouts, timing and pair
+    RNG they read.
+
     Args:
-        trainer: the iterative trainer (its config, agents, tokenizers, devices, rollouts,
-            timing and pair RNG are read).
+        trainer: the iterative trainer being built.
         api_client: the HTTP client of ``comparator_policy="api"`` (None otherwise).
         pair_scores: ``pair_scores(texts, actor_prompts, items)``: the raw task rewards (or
             None) and the scores pairs are ranked by, as ``[item][k]``, and with per-agent task
@@ -50,8 +56,8 @@ class ComparatorPairing:
         calls: comparator generate calls so far (each gets its own seed).
     """
 
-    def __init__(self, trainer: Any, api_client: Any, pair_scores):
-        t = self.trainer = trainer
+    def __init__(self, trainer: PreferenceTrainerBase, api_client: Any, pair_scores):
+        t = trainer
         a = t.args
         self.api_client = api_client
         self.pair_scores = pair_scores
@@ -66,41 +72,38 @@ class ComparatorPairing:
                 t.centralized_comparator_adapter, t.formatters, t.num_agents
             )
             self.splitter = self.joint_builder
-        self.devices()  # a device list of the wrong length fails here, not later
+        self.devices(t)  # a device list of the wrong length fails here, not later
         self.model_comparators = None
         if a.comparator_policy == "model":
-            self.model_comparators = self._load_model_comparators()
+            self.model_comparators = self._load_model_comparators(t)
 
-    def devices(self) -> list:
+    def devices(self, t: PreferenceTrainerBase) -> list:
         """Where comparator models go, per actor (default: the agents' devices)."""
-        t = self.trainer
         a = t.args
         if a.comparator_devices is None:
             return list(t.agent_devices)
         return plan_devices("mp", a.comparator_devices, t.num_agents, "comparator_devices")
 
-    def _writer_index(self) -> int:
-        t = self.trainer
+    def _writer_index(self, t: PreferenceTrainerBase) -> int:
         return 0 if t.collaboration is not None else t.args.comparator_centralized_agent_index
 
-    def _needed_actors(self) -> list[int]:
-        if self.trainer.args.comparator_generation_mode == "centralized":
-            return [self._writer_index()]
-        return list(range(self.trainer.num_agents))
+    def _needed_actors(self, t: PreferenceTrainerBase) -> list[int]:
+        if t.args.comparator_generation_mode == "centralized":
+            return [self._writer_index(t)]
+        return list(range(t.num_agents))
 
-    def _load_model_comparators(self) -> dict[int, tuple[Any, Any, bool]]:
+    def _load_model_comparators(self, t: PreferenceTrainerBase) -> dict[int, tuple[Any, Any, bool]]:
         """Frozen external comparators, loaded once (``comparator_model_name`` or
         ``comparator_agents``), keyed by actor index."""
         from transformers import AutoTokenizer
 
-        t = self.trainer
         a = t.args
         entries = list(a.comparator_agents) if a.comparator_agents is not None else None
-        devices = self.devices()
+        devices = self.devices(t)
         loaded: dict[str, Any] = {}
         toks: dict[str, Any] = {}
         out = {}
-        for actor in self._needed_actors():
+        for actor in self._needed_actors(t):
             if entries is None:
                 source = a.comparator_model_name
             else:
@@ -126,9 +129,8 @@ class ComparatorPairing:
         return out
 
     # ------------------------------------------------------------------ comparators
-    def open(self, iteration: int) -> Comparator:
+    def open(self, t: PreferenceTrainerBase, iteration: int) -> Comparator:
         """The comparator of 1-based ``iteration`` (loads what it needs; ``close`` frees it)."""
-        t = self.trainer
         a = t.args
         policy = a.comparator_policy
         budget = a.generation_batch_size
@@ -137,19 +139,19 @@ class ComparatorPairing:
             if centralized:
                 return CentralizedComparator(
                     "api",
-                    api_writer(self.api_client, self._writer_index()),
+                    api_writer(self.api_client, self._writer_index(t)),
                     self.joint_builder.build_prompt,
                     t.num_agents,
                     self.splitter,
                 )
             return ApiComparator(self.api_client)
-        actors = self._needed_actors()
+        actors = self._needed_actors(t)
         models, toks, keeps = {}, {}, {}
         if policy == "current":
             for i in actors:
                 models[i], toks[i], keeps[i] = t.agents[i], t.tokenizers[i], True
         elif policy == "current_copy":
-            devices = self.devices()
+            devices = self.devices(t)
             copies: dict[tuple[int, str], Any] = {}
             for i in actors:
                 if str(devices[i]) == str(t.agent_devices[i]):
@@ -163,7 +165,7 @@ class ComparatorPairing:
                 toks[i], keeps[i] = t.tokenizers[i], True
         elif policy == "history":
             path = history_snapshot(policy_dir(t), iteration, a.comparator_history_k)
-            devices = self.devices()
+            devices = self.devices(t)
             for i in actors:
                 models[i] = load_snapshot_agent(path, i, t.model_config, devices[i])
                 toks[i], keeps[i] = t.tokenizers[i], True
@@ -171,7 +173,7 @@ class ComparatorPairing:
             for i in actors:
                 models[i], toks[i], keeps[i] = self.model_comparators[i]
         if centralized:
-            w = self._writer_index()
+            w = self._writer_index(t)
             return CentralizedComparator(
                 policy,
                 local_writer(models[w], toks[w], budget, keeps[w] and self.splitter is None),
@@ -194,14 +196,15 @@ class ComparatorPairing:
         return self.seed + self.calls
 
     # ------------------------------------------------------------------ pairs
-    def _text_ids(self, actor: int, text: str) -> list[int]:
-        tok = self.trainer.tokenizers[actor]
+    def _text_ids(self, t: PreferenceTrainerBase, actor: int, text: str) -> list[int]:
+        tok = t.tokenizers[actor]
         return list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
 
-    def iteration_pairs(self, items, comparator: Comparator, params, iteration: int):
+    def iteration_pairs(
+        self, t: PreferenceTrainerBase, items, comparator: Comparator, params, iteration: int
+    ):
         """Target-vs-comparator pairs of ``items`` for 1-based ``iteration``, and the raw
         rewards seen per side (``{"target": [...], "comparator": [...]}``, for drift logs)."""
-        t = self.trainer
         a = t.args
         n_t = a.preference_num_candidates
         n_c = a.comparator_num_candidates or n_t
@@ -234,15 +237,27 @@ class ComparatorPairing:
                     seen["comparator"].extend(c_raw[j])
                 for owner, tr, cr, ts, cs in rankings:
                     found = self._item_pairs(
-                        j, target, comp, t_texts, c_texts, tr, cr, ts, cs, iteration
+                        t, j, target, comp, t_texts, c_texts, tr, cr, ts, cs, iteration
                     )
                     for pair in found:
                         pair.agent = owner
                     pairs.extend(found)
         return pairs, seen
 
-    def _item_pairs(self, j, target, comp, t_texts, c_texts, t_raw, c_raw, t_score, c_score, it):
-        trainer = self.trainer
+    def _item_pairs(
+        self,
+        trainer: PreferenceTrainerBase,
+        j,
+        target,
+        comp,
+        t_texts,
+        c_texts,
+        t_raw,
+        c_raw,
+        t_score,
+        c_score,
+        it,
+    ):
         a = trainer.args
         ts, cs = t_score[j], c_score[j]
         if a.comparator_pairing == "aligned":
@@ -266,7 +281,9 @@ class ComparatorPairing:
                 t_ids.append(list(target[i][j].completion_ids[t]))
                 ids = comp[i][j].ids
                 c_ids.append(
-                    list(ids[c]) if ids is not None else self._text_ids(i, c_texts[i][j][c])
+                    list(ids[c])
+                    if ids is not None
+                    else self._text_ids(trainer, i, c_texts[i][j][c])
                 )
                 prompts.append(target[i][j].prompt)
                 prompt_ids.append(list(target[i][j].prompt_ids))

@@ -71,7 +71,7 @@ class MADPOIterTrainer(MADPOTrainer):
         reference log-probs, then its ``num_train_epochs`` epochs of DPO updates."""
         sampled = self.prepared_stage != stage
         if sampled:
-            selected = self.online.selected_pairs(stage)
+            selected = self.online.selected_pairs(self, stage)
             if not self.args.reference_free:
                 for pair in selected:
                     pair.reference_logps = None
@@ -143,7 +143,7 @@ class MARLHFIterTrainer(MARLHFTrainer):
         restored iteration has them), then its ``num_train_epochs`` RL epochs."""
         sampled = self.prepared_stage != stage
         if sampled:
-            selected = self.online.selected_pairs(stage)
+            selected = self.online.selected_pairs(self, stage)
             if self._rm_initial_state is not None:
                 self.reward_model.load_state_dict(self._rm_initial_state)
                 self.reward_optimizer = self._new_reward_optimizer()

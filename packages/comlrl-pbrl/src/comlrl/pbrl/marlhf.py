@@ -40,11 +40,11 @@ from comlrl.pbrl.reward_fit import fit_reward_model
 from comlrl.pbrl.reward_model import JointRewardModel
 from comlrl.pbrl.rl_phase import (
     RL_OWNED_STATE_KEYS,
-    RewardModelReward,
     RLBatch,
     build_rl_algorithm,
     mean_joint_scores,
     resolve_rl_algorithm,
+    reward_model_reward,
     rl_units,
 )
 from comlrl.pbrl.rm_checks import OnPolicyCheck
@@ -197,7 +197,6 @@ class MARLHFTrainer(PreferenceTrainerBase):
         self.reward_model_per_agent = False
         self.reward_model_metrics: dict[str, float] = {}
         self.rm_check = OnPolicyCheck()
-        self.rm_reward = RewardModelReward(self)
         self.rl_trainer = build_rl_algorithm(
             self,
             self.rl_trainer_cls,
@@ -218,6 +217,11 @@ class MARLHFTrainer(PreferenceTrainerBase):
     def fit_reward_model(self, pairs) -> dict[str, float]:
         """Fit the reward model on ``pairs`` (see :func:`comlrl.pbrl.reward_fit.fit_reward_model`)."""
         return fit_reward_model(self, pairs)
+
+    def rm_reward(self, *agent_completions, prompts=None, batch_items=None) -> list:
+        """The RL phase's reward function: the reward model's scores of the joint responses
+        (see :func:`comlrl.pbrl.rl_phase.reward_model_reward`)."""
+        return reward_model_reward(self, agent_completions, prompts, batch_items)
 
     def reward_model_scores(self, prompts_per_actor, completions_per_actor) -> list[float]:
         """Scores of joint responses: ``prompts_per_actor[i][j]``, ``completions_per_actor[i][j]``

@@ -11,7 +11,7 @@ distribution when asked). It also writes the policy snapshots that the history c
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.distributed import (
     all_gather_objects,
@@ -27,6 +27,10 @@ from comlrl.pbrl.comparator_pairs import ComparatorPairing
 from comlrl.pbrl.pairs import PreferencePair
 from comlrl.pbrl.replay import ReplayStore
 from comlrl.pbrl.snapshots import INITIAL, policy_dir, run_subdir, save_policy, snapshot_name
+
+if TYPE_CHECKING:
+    from comlrl.core.distributed import DistributedContext
+    from comlrl.pbrl.base import PreferenceTrainerBase
 
 
 def check_iterative_inputs(trainer: Any, inputs: Any):
@@ -71,15 +75,18 @@ def check_iterative_inputs(trainer: Any, inputs: Any):
 class OnlineIterations:
     """Comparators, replay, drift logs and snapshots of one iterative trainer.
 
+    It keeps no trainer: the constructor and each iteration step take the iterative trainer
+    they read.
+
     Args:
-        trainer: the iterative trainer.
+        trainer: the iterative trainer being built.
         api_client: the client of an ``api`` comparator (None otherwise).
         pair_scores: how the trainer scores candidates for pairing (see
             :class:`~comlrl.pbrl.comparator_pairs.ComparatorPairing`).
     """
 
-    def __init__(self, trainer: Any, api_client: Any, pair_scores):
-        t = self.trainer = trainer
+    def __init__(self, trainer: PreferenceTrainerBase, api_client: Any, pair_scores):
+        t = trainer
         a = t.args
         seed = a.seed if a.seed is not None else 0
         self.snapshots_enabled = (
@@ -107,52 +114,49 @@ class OnlineIterations:
         """The HTTP client of an ``api`` comparator (None otherwise)."""
         return self.comparators.api_client
 
-    def selected_pairs(self, stage: int) -> list[PreferencePair]:
+    def selected_pairs(self, t: PreferenceTrainerBase, stage: int) -> list[PreferencePair]:
         """Run the sampling half of iteration ``stage`` (0-based) and return its training pairs
         (identical on every rank)."""
-        t = self.trainer
         a = t.args
         iteration = stage + 1
         if self.snapshots_enabled and stage == 0:
             # Written on every fresh start, so a reused output_dir never serves a stale policy.
-            self.save_snapshot(INITIAL)
+            self.save_snapshot(t, INITIAL)
         if self.replay.writes and not self.replay.directory:
             self.replay.directory = run_subdir(t, a.preference_replay_dir, "preference_replay")
         params = t.rollouts.sampling_params(t.generation_kwargs)
-        comparator = self.comparators.open(iteration)
+        comparator = self.comparators.open(t, iteration)
         # Under several processes each rank samples its share of the items; every rank then
         # holds all the pairs (in item order) and selects the same training pairs.
         items = rank_share(list(t.get_train_dataloader()), t.dist)
         try:
-            pairs, seen = self.comparators.iteration_pairs(items, comparator, params, iteration)
+            pairs, seen = self.comparators.iteration_pairs(t, items, comparator, params, iteration)
         finally:
             comparator.close()
             del comparator
-        pairs, seen = self._gather(pairs, seen)
-        self._replay_add(iteration, pairs)
+        pairs, seen = self._gather(t.dist, pairs, seen)
+        self._replay_add(t, iteration, pairs)
         selected = self.replay.select(pairs)
-        self._log(iteration, pairs, selected, seen)
+        self._log(t, iteration, pairs, selected, seen)
         if not selected:
             t.warn_no_pairs()
         return selected
 
-    def end_iteration(self, stage: int) -> None:
+    def end_iteration(self, t: PreferenceTrainerBase, stage: int) -> None:
         """Save the policy after iteration ``stage`` (0-based) when snapshots are kept."""
         if self.snapshots_enabled:
-            self.save_snapshot(snapshot_name(stage + 1))
+            self.save_snapshot(t, snapshot_name(stage + 1))
 
     # ------------------------------------------------------------------ several processes
-    def save_snapshot(self, name: str) -> None:
+    def save_snapshot(self, t: PreferenceTrainerBase, name: str) -> None:
         """Rank 0 saves the policy snapshot; every rank waits until it is on disk."""
-        t = self.trainer
-        if t.is_main_process:
+        if t.dist.is_main:
             save_policy(policy_dir(t), name, t.agents, t.tokenizers)
         barrier(t.dist)
 
-    def _gather(self, pairs, seen):
+    def _gather(self, dist: DistributedContext, pairs, seen):
         """Every rank's pairs (rank order = item order), the rewards seen for the drift
         logger, and the comparator call count (so checkpoints agree across ranks)."""
-        dist = self.trainer.dist
         if not dist.is_distributed:
             return pairs, seen
         parts = all_gather_objects((pairs, seen, self.comparators.calls), dist)
@@ -161,21 +165,19 @@ class OnlineIterations:
         self.comparators.calls = max(calls for _, _, calls in parts)
         return merged, seen
 
-    def _replay_add(self, iteration: int, pairs) -> None:
+    def _replay_add(self, t: PreferenceTrainerBase, iteration: int, pairs) -> None:
         """Register the iteration's pairs; rank 0 writes the replay shard and every rank reads
         its description (the shard files must be on a file system all ranks see)."""
-        t = self.trainer
         if not t.dist.is_distributed:
             self.replay.add(iteration, pairs)
             return
-        if t.is_main_process:
+        if t.dist.is_main:
             self.replay.add(iteration, pairs)
         state = broadcast_object(self.replay.state_dict(), t.dist)
-        if not t.is_main_process:
+        if not t.dist.is_main:
             self.replay.load_state_dict(state)
 
-    def _log(self, iteration, pairs, selected, seen) -> None:
-        t = self.trainer
+    def _log(self, t: PreferenceTrainerBase, iteration, pairs, selected, seen) -> None:
         metrics = {
             "iter/current_iteration": float(iteration),
             "iter/current_preference_pairs": float(len(pairs)),
@@ -204,7 +206,7 @@ class OnlineIterations:
             record = drift.iteration_record(
                 self.reward_histogram, iteration, seen, chosen, len(selected)
             )
-            if t.is_main_process:
+            if t.dist.is_main:
                 drift.write_iteration(run_subdir(t, None, "reward_distributions"), record)
             metrics.update(drift.summary_metrics(record))
             logger = t.reporting.ensure_logger()

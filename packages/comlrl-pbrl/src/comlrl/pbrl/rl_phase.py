@@ -42,7 +42,7 @@ def rl_config(args: Any, cls: type, num_agents: int) -> Any:
         if value is None and f.name not in _NONE_IS_A_SETTING:
             continue
         values[f.name] = value
-    # The RL phase's reward is the reward model's (RewardModelReward): one value, or one row of
+    # The RL phase's reward is the reward model's (reward_model_reward): one value, or one row of
     # per-agent values, per joint response. Saying so spares the caller's probe of an ambiguous
     # batch, which would score a joint response twice (and count it twice in the on-policy
     # check). ``reward_call_mode`` of ``args`` is the task reward's.
@@ -143,37 +143,32 @@ def resolve_rl_algorithm(name: str):
         ) from exc
 
 
-class RewardModelReward:
-    """The RL phase's reward: the joint reward model's score of each joint response.
+def reward_model_reward(trainer: Any, agent_completions, prompts, batch_items) -> list:
+    """The RL phase's reward (MARLHF's ``rm_reward``): the joint reward model's score of each
+    joint response, or (a reward model of per-agent rewards) one row of per-agent scores per
+    joint response.
 
     Every agent's prompt comes from its formatter (MARLHF is single-turn, so that is the prompt
     the agent answered); agent 0's is the one the rollout passes in.
     """
-
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
-
-    def __call__(self, *agent_completions, prompts=None, batch_items=None) -> list:
-        """One score per joint response, or (a reward model of per-agent rewards) one row of
-        per-agent scores per joint response."""
-        t = self.trainer
-        n = len(agent_completions)
-        owners = list(range(n)) if t.reward_model_per_agent else [None]
-        texts = []
-        for j, item in enumerate(batch_items):
-            actor_prompts = [prompts[j]] + [t.formatters[i](item) for i in range(1, n)]
-            joint = [c[j] for c in agent_completions]
-            texts.extend(format_joint_text(actor_prompts, joint, agent) for agent in owners)
-        scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
-        if not t.reward_model_per_agent:
-            result = scores
-        else:
-            result = [scores[j * n : (j + 1) * n] for j in range(len(batch_items))]
-        if t.args.reward_model_onpolicy_check:
-            # the check ranks joint responses: per-agent scores enter as their mean
-            shared = scores if not t.reward_model_per_agent else [sum(r) / n for r in result]
-            t.rm_check.observe(t, agent_completions, prompts, batch_items, shared)
-        return result
+    t = trainer
+    n = len(agent_completions)
+    owners = list(range(n)) if t.reward_model_per_agent else [None]
+    texts = []
+    for j, item in enumerate(batch_items):
+        actor_prompts = [prompts[j]] + [t.formatters[i](item) for i in range(1, n)]
+        joint = [c[j] for c in agent_completions]
+        texts.extend(format_joint_text(actor_prompts, joint, agent) for agent in owners)
+    scores = score_texts(t.reward_model, t.reward_tokenizer, texts, t.args.reward_max_length)
+    if not t.reward_model_per_agent:
+        result = scores
+    else:
+        result = [scores[j * n : (j + 1) * n] for j in range(len(batch_items))]
+    if t.args.reward_model_onpolicy_check:
+        # the check ranks joint responses: per-agent scores enter as their mean
+        shared = scores if not t.reward_model_per_agent else [sum(r) / n for r in result]
+        t.rm_check.observe(t, agent_completions, prompts, batch_items, shared)
+    return result
 
 
 def mean_joint_scores(trainer: Any, prompts_per_actor, completions_per_actor) -> list[float]:

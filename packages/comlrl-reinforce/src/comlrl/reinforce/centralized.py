@@ -197,11 +197,8 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
         self.warmup_metrics: dict[str, float] | None = None
         self.reporting.record_extras.append(self._record_extras)
 
-    @classmethod
-    def supports_multi_process(cls) -> bool:
-        """Centralized training runs in one process: its layout warm-up is not sharded over
-        ranks."""
-        return False
+    # Centralized training runs in one process: its layout warm-up is not sharded over ranks.
+    multi_process_ready = False
 
     def before_training(self, resume_from_checkpoint: str | None) -> None:
         """A ``layout_warmup_steps`` warm-up runs before training (once per run, resumes skip

@@ -23,13 +23,13 @@ from comlrl.core.callable_types import (
 )
 from comlrl.core.input_checks import check_agent_count
 from comlrl.core.inputs import TrainerInputs, inputs_from
-from comlrl.core.loop.buffer import Batch, Experience, Record
-from comlrl.core.loop.trainer import TrainerBase
+from comlrl.core.loop.buffer import Batch, BufferEntry, Experience
 from comlrl.core.models.reference import reference_models_for
 from comlrl.core.rewards.weighted import WeightedRewards
 from comlrl.core.rollout.collect import collect_groups, completion_rows, node_order
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.rollout.tree import nodes_per_tree
+from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import (
@@ -190,7 +190,7 @@ class MAGRPOTrainer(TrainerBase):
         # update (the default loss has no ratio to correct samples of an older policy).
         return Batch(
             [
-                Record([[groups[j]] for groups in per_agent], per_agent[0][j].step)
+                BufferEntry([[groups[j]] for groups in per_agent], per_agent[0][j].step)
                 for j in node_order(per_agent)
             ],
             whole=self.args.num_turns > 1,

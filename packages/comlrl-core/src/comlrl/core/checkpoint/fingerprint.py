@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -48,6 +48,9 @@ PORTABLE_FIELDS = frozenset(
         "monitors",  # thresholds watch the run; they do not change what it trains
     }
 )
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 # Keys of a transformers config that say where or how it was saved, not what the model is.
 _VOLATILE_CONFIG_KEYS = frozenset(
@@ -158,7 +161,7 @@ def weights_digest(model: Any) -> str:
     return h.hexdigest()
 
 
-def reference_fingerprint(trainer: Any) -> list[dict[str, Any]]:
+def reference_fingerprint(trainer: TrainerBase) -> list[dict[str, Any]]:
     """Source and weight digest of every frozen reference model slot."""
     refs = list(getattr(trainer, "reference_models", None) or [])
     sources = list(getattr(trainer, "sources", []))
@@ -173,13 +176,13 @@ def reference_fingerprint(trainer: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _world_size(trainer: Any) -> int:
+def _world_size(trainer: TrainerBase) -> int:
     """How many data-parallel processes train together (each holds 1/n of a global batch)."""
     dist = getattr(trainer, "dist", None)
     return int(getattr(dist, "world_size", 1))
 
 
-def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
+def trainer_fingerprint(trainer: TrainerBase) -> dict[str, Any]:
     """The whole fingerprint of a trainer, as plain data."""
     models = trainer.trainable_models()
     aliases = alias_map(models)
@@ -203,12 +206,9 @@ def trainer_fingerprint(trainer: Any) -> dict[str, Any]:
                 }
                 for o in trainer.optimizers_list()
             ],
-            "schedulers": [
-                f"{type(s).__module__}.{type(s).__qualname__}" for s in trainer.schedulers_list()
-            ],
             "references": reference_fingerprint(trainer),
             "train_dataset": dataset_fingerprint(getattr(trainer, "train_dataset", None)),
-            "callbacks": sorted(trainer.checkpointing.callbacks()),
+            "callbacks": sorted(trainer.checkpointing.callbacks(trainer)),
         }
     )
 

@@ -16,19 +16,23 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.checkpoint.claim import clear_leftovers, lock_directory
 from comlrl.core.checkpoint.errors import IncompatibleCheckpointError
 from comlrl.core.checkpoint.fingerprint import differences, trainer_fingerprint
 from comlrl.core.checkpoint.layout import RNG_FILE, list_checkpoints, resolve_checkpoint
 from comlrl.core.checkpoint.modules import check_module, load_module
-from comlrl.core.checkpoint.optim import check_optimizer, load_optimizer
+from comlrl.core.checkpoint.optimizer_state import check_optimizer, load_optimizer
 from comlrl.core.checkpoint.reader import CheckpointReader, read_owner
 from comlrl.core.checkpoint.rng import preserved_rng, restore_rng
 from comlrl.core.checkpoint.rotation import rotate
 from comlrl.core.checkpoint.writer import write_checkpoint, write_checkpoint_at
 from comlrl.core.loop.step_cadence import due
+
+if TYPE_CHECKING:
+    from comlrl.core.distributed import DistributedContext
+    from comlrl.core.trainer import TrainerBase
 
 _log = logging.getLogger(__name__)
 _checks_passed_callbacks: list[Callable[[], None]] = []
@@ -84,7 +88,7 @@ class CheckpointSession:
 
     def __init__(
         self,
-        trainer: Any,
+        dist: DistributedContext,
         resume_from_checkpoint: str | os.PathLike | None,
         checkpoint_dir: str | os.PathLike | None,
         checkpoint_interval: int = 1,
@@ -98,7 +102,7 @@ class CheckpointSession:
                 checkpoint_interval, checkpoint_total_limit, checkpoint_every_batches
             )
         )
-        self.trainer = trainer
+        self.dist = dist
         self.directory = os.path.abspath(os.fspath(checkpoint_dir)) if checkpoint_dir else None
         self.interval = checkpoint_interval
         self.limit = checkpoint_total_limit
@@ -128,7 +132,7 @@ class CheckpointSession:
     def _prepare_directory(self, d: str) -> None:
         if os.path.exists(d) and not os.path.isdir(d):
             raise NotADirectoryError(f"checkpoint_dir {d} exists and is not a directory.")
-        if self.trainer.is_main_process:
+        if self.dist.is_main:
             # Only the saving process locks: it alone writes, and it alone clears leftovers.
             os.makedirs(d, exist_ok=True)
             lock_directory(d, self)
@@ -150,14 +154,14 @@ class CheckpointSession:
 
     def _commit(self) -> None:
         """Every check passed: clear what dead saves left, then let the caller know."""
-        if self.directory is not None and self.trainer.is_main_process:
+        if self.directory is not None and self.dist.is_main:
             clear_leftovers(self.directory)
         for callback in list(_checks_passed_callbacks):
             callback()
 
-    def _start_clean_log(self) -> None:
+    def _start_clean_log(self, t: TrainerBase) -> None:
         """A fresh run never appends to an older run's metrics log: that log is moved aside."""
-        logger = self.trainer.reporting.logger
+        logger = t.reporting.logger
         inherited = getattr(logger, "inherited_records", 0)
         if logger is None or logger.jsonl is None or not inherited:
             return
@@ -171,21 +175,21 @@ class CheckpointSession:
         )
 
     # ------------------------------------------------------------------ resume
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self, t: TrainerBase) -> dict[str, Any]:
         """The trainer's fingerprint (computed once per session)."""
         if self._fingerprint is None:
-            self._fingerprint = trainer_fingerprint(self.trainer)
+            self._fingerprint = trainer_fingerprint(t)
         return self._fingerprint
 
-    def restore(self) -> tuple[int, int]:
+    def restore(self, t: TrainerBase) -> tuple[int, int]:
         """Load the checkpoint (if resuming) and return the (epoch, position) to start from."""
         if self.reader is None:
-            self._start_clean_log()
+            self._start_clean_log(t)
             self._commit()
             return 0, 0
         reader = self.reader
         saved_world = reader.manifest["fingerprint"].get("world_size", 1)
-        world = self.fingerprint()["world_size"]
+        world = self.fingerprint(t)["world_size"]
         if saved_world != world:
             raise IncompatibleCheckpointError(
                 reader.path,
@@ -195,24 +199,24 @@ class CheckpointSession:
                     "1/world_size of every global batch and its buffers)"
                 ],
             )
-        problems = differences(reader.manifest["fingerprint"], self.fingerprint())
-        problems += self._cursor_problems(reader)
+        problems = differences(reader.manifest["fingerprint"], self.fingerprint(t))
+        problems += self._cursor_problems(t, reader)
         if not problems:
-            problems += self._tensor_problems(reader)
-        problems += self._log_problems(reader)
+            problems += self._tensor_problems(t, reader)
+        problems += self._log_problems(t, reader)
         if problems:
             raise IncompatibleCheckpointError(reader.path, problems)
         self._commit()
-        self._apply(reader)
+        self._apply(t, reader)
         self.resumed_from = reader.path
         self.last_path = reader.path
-        self._last_key = self._key()
+        self._last_key = self._key(t)
         _log.info("Resumed from %s at epoch %d, position %d.", reader.path, *reader.cursor)
         return reader.cursor
 
-    def _cursor_problems(self, reader: CheckpointReader) -> list[str]:
+    def _cursor_problems(self, t: TrainerBase, reader: CheckpointReader) -> list[str]:
         epoch, pos = reader.cursor
-        epochs, size = self.trainer.checkpoint_loop_limits()
+        epochs, size = t.checkpoint_loop_limits()
         out = []
         if epoch > epochs:
             out.append(
@@ -228,19 +232,19 @@ class CheckpointSession:
             out.append(f"cursor: position {pos} is past the {size} training items of an epoch")
         return out
 
-    def _tensor_problems(self, reader: CheckpointReader) -> list[str]:
+    def _tensor_problems(self, t: TrainerBase, reader: CheckpointReader) -> list[str]:
         out = []
-        models = self.trainer.trainable_models()
+        models = t.trainable_models()
         for name, meta in reader.state["models"].items():
             if "same_as" not in meta:
                 out += check_module(models[name], reader.path_of(meta["file"]), meta, name)
-        optimizers = self.trainer.optimizers_list()
+        optimizers = t.optimizers_list()
         for i, (opt, meta) in enumerate(zip(optimizers, reader.state["optimizers"])):
             out += check_optimizer(opt, meta, reader.shapes(meta["file"]), f"optimizer {i}")
         return out
 
-    def _log_problems(self, reader: CheckpointReader) -> list[str]:
-        logger = self.trainer.reporting.logger
+    def _log_problems(self, t: TrainerBase, reader: CheckpointReader) -> list[str]:
+        logger = t.reporting.logger
         saved = reader.state["logger"]
         if logger is None or logger.jsonl is None:
             return []
@@ -253,26 +257,24 @@ class CheckpointSession:
             ]
         return []
 
-    def _apply(self, reader: CheckpointReader) -> None:
-        trainer, state = self.trainer, reader.state
-        models = trainer.trainable_models()
+    def _apply(self, t: TrainerBase, reader: CheckpointReader) -> None:
+        state = reader.state
+        models = t.trainable_models()
         for name, meta in state["models"].items():
             if "same_as" not in meta:
                 load_module(models[name], reader.path_of(meta["file"]), meta)
-        for opt, meta in zip(trainer.optimizers_list(), state["optimizers"]):
+        for opt, meta in zip(t.optimizers_list(), state["optimizers"]):
             load_optimizer(opt, reader.tensors(meta["file"]), meta)
-        for scheduler, sched_state in zip(trainer.schedulers_list(), state["schedulers"]):
-            scheduler.load_state_dict(sched_state)
-        trainer.load_state_dict(state["family"])
-        trainer.checkpointing.load_loop_state(state["loop"])
-        callbacks = trainer.checkpointing.callbacks()
+        t.load_state_dict(state["family"])
+        t.checkpointing.load_loop_state(t, state["loop"])
+        callbacks = t.checkpointing.callbacks(t)
         for name, cb_state in state["callbacks"].items():
             callbacks[name].load_state_dict(cb_state)
-        self._rewind_log(state["logger"])
+        self._rewind_log(t, state["logger"])
         restore_rng(reader.tensors(RNG_FILE), state["rng"])
 
-    def _rewind_log(self, saved: dict[str, Any]) -> None:
-        logger = self.trainer.reporting.logger
+    def _rewind_log(self, t: TrainerBase, saved: dict[str, Any]) -> None:
+        logger = t.reporting.logger
         if logger is None:
             return
         if logger.jsonl is not None and logger.records_written < saved["records"]:
@@ -284,13 +286,13 @@ class CheckpointSession:
         logger.rewind(saved["records"], saved["last_step"])
 
     # ------------------------------------------------------------------ saving
-    def _key(self) -> tuple:
-        state = self.trainer.run_state
+    def _key(self, t: TrainerBase) -> tuple:
+        state = t.run_state
         return (state.cursor, state.global_batch, state.environment_steps)
 
-    def logger_state(self) -> dict[str, Any]:
+    def logger_state(self, t: TrainerBase) -> dict[str, Any]:
         """Where the metrics log stands (records, last step, run dir, W&B run id)."""
-        logger = self.trainer.reporting.logger
+        logger = t.reporting.logger
         if logger is None:
             return {"records": 0, "last_step": -1, "run_dir": None, "wandb_run_id": None}
         return {
@@ -300,82 +302,82 @@ class CheckpointSession:
             "wandb_run_id": logger.wandb_run_id or self.wandb_run_id,
         }
 
-    def save(self, reason: str) -> str | None:
+    def save(self, t: TrainerBase, reason: str) -> str | None:
         """Write a checkpoint of the trainer as it is now; returns its path (None without a
         ``checkpoint_dir``, or on a process that does not save)."""
         if self.directory is None:
             return None
-        sharded = self.trainer.sync.sharded
+        sharded = t.sync.sharded
         if sharded is not None:
             # Every rank gathers the sharded agents and optimizer states; rank 0 writes them.
-            with sharded.full_view(self.trainer.optimizers_list()):
-                return self._save_main(self.directory, reason)
-        return self._save_main(self.directory, reason)
+            with sharded.full_view(t.optimizers_list()):
+                return self._save_main(t, self.directory, reason)
+        return self._save_main(t, self.directory, reason)
 
-    def save_at(self, target: str, reason: str = "manual") -> str | None:
+    def save_at(self, t: TrainerBase, target: str, reason: str = "manual") -> str | None:
         """Write a checkpoint of the trainer as it is now into the directory ``target``,
         replacing a checkpoint already there (``save_checkpoint``); returns its path (None on
         a process that does not save). Nothing else changes: no ``latest`` pointer, no
         rotation, and the session's own saves go on as before."""
-        sharded = getattr(self.trainer, "sharded", None)
+        sharded = t.sync.sharded
         if sharded is not None:
-            with sharded.full_view(self.trainer.optimizers_list()):
-                return self._save_at_main(target, reason)
-        return self._save_at_main(target, reason)
+            with sharded.full_view(t.optimizers_list()):
+                return self._save_at_main(t, target, reason)
+        return self._save_at_main(t, target, reason)
 
-    def _save_at_main(self, target: str, reason: str) -> str | None:
-        if not self.trainer.is_main_process:
+    def _save_at_main(self, t: TrainerBase, target: str, reason: str) -> str | None:
+        if not self.dist.is_main:
             return None
         with preserved_rng():
-            return write_checkpoint_at(self.trainer, target, replace=True, **self._fields(reason))
+            return write_checkpoint_at(t, target, replace=True, **self._fields(t, reason))
 
-    def _fields(self, reason: str) -> dict[str, Any]:
+    def _fields(self, t: TrainerBase, reason: str) -> dict[str, Any]:
         """What a checkpoint written now records besides the trainer's own state."""
         return dict(
             sequence=self.sequence,
             run_id=self.run_id,
             reason=reason,
-            fingerprint=self.fingerprint(),
-            loop_state=self.trainer.checkpointing.loop_state(),
-            logger_state=self.logger_state(),
+            fingerprint=self.fingerprint(t),
+            loop_state=t.checkpointing.loop_state(t),
+            logger_state=self.logger_state(t),
         )
 
-    def _save_main(self, directory: str, reason: str) -> str | None:
-        if not self.trainer.is_main_process:
+    def _save_main(self, t: TrainerBase, directory: str, reason: str) -> str | None:
+        if not self.dist.is_main:
             return None
-        if self._last_key == self._key() and self.last_path is not None:
+        if self._last_key == self._key(t) and self.last_path is not None:
             return self.last_path  # nothing happened since the last save
         self.sequence += 1
         with preserved_rng():
-            path = write_checkpoint(self.trainer, directory, **self._fields(reason))
+            path = write_checkpoint(t, directory, **self._fields(t, reason))
         protect = {self.resumed_from} if self.resumed_from else set()
         for removed in rotate(directory, self.run_id, self.limit, protect):
             _log.info("Removed old checkpoint %s.", removed)
         self.last_path = path
-        self._last_key = self._key()
+        self._last_key = self._key(t)
         _log.info("Saved checkpoint %s (%s).", path, reason)
         return path
 
-    def after_batch(self) -> None:
+    def after_batch(self, t: TrainerBase) -> None:
         """Save every ``save_steps`` steps (:mod:`comlrl.core.loop.step_cadence`), and inside an
         epoch every ``checkpoint_every_batches`` batches."""
-        state, unit = self.trainer.run_state, self.trainer.args.steps_unit
+        state, unit = t.run_state, t.args.steps_unit
         if self.save_steps is not None and due(state, unit, "save", self.save_steps):
-            self.save("steps")
+            self.save(t, "steps")
             return
         if not self.every_batches or state.global_batch % self.every_batches:
             return
-        size = self.trainer.checkpoint_loop_limits()[1]
+        size = t.checkpoint_loop_limits()[1]
         if size is None or state.cursor[1] < size:
-            self.save("batches")
+            self.save(t, "batches")
 
-    def after_epoch(self, last: bool) -> None:
+    def after_epoch(self, t: TrainerBase, last: bool) -> None:
         """Save after every ``checkpoint_interval``-th epoch and after the last one."""
-        completed = self.trainer.run_state.cursor[0]
+        completed = t.run_state.cursor[0]
         if last or (self.epoch_saves and completed % self.interval == 0):
-            self.save("final" if last else "epoch")
+            self.save(t, "final" if last else "epoch")
 
-    def save_now(self, reason: str) -> str | None:
+    def save_now(self, t: TrainerBase, reason: str) -> str | None:
         """Save immediately (a signal asked training to stop)."""
         if self.directory is None:
             _log.warning(
@@ -383,4 +385,4 @@ class CheckpointSession:
                 reason,
             )
             return None
-        return self.save(reason)
+        return self.save(t, reason)

@@ -1,8 +1,8 @@
 """What a checkpoint holds of a trainer beyond what its family names.
 
 :class:`Checkpointing` is the trainer's ``checkpointing`` collaborator. The family names its
-models, tokenizers, optimizers, schedulers and extra state through the trainer's hooks
-(``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``, ``schedulers_list``,
+models, tokenizers, optimizers and extra state through the trainer's hooks
+(``trainable_models``, ``checkpoint_tokenizers``, ``optimizers_list``,
 ``checkpoint_loop_limits``, ``state_dict``/``load_state_dict``; see docs/checkpointing.md);
 this class captures and restores the state the core owns (the reward call mode ``auto``
 settled on, the LR schedules of ``lr_scheduler_type``, the rollout buffer and its shuffling
@@ -14,12 +14,16 @@ call.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from comlrl.core.loop.buffer import RolloutBuffer
+from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import restart_marks
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 # The keys of :meth:`Checkpointing.core_state` that belong to the algorithm taking the steps:
 # its rollout buffer and the buffer's shuffling RNG. A trainer that drives another algorithm's
@@ -30,8 +34,7 @@ STEP_STATE_KEYS = (*RolloutBuffer.STATE_KEYS, "shuffle_rng")
 class Checkpointing:
     """The core's share of a trainer's checkpoint, and its checkpoint sessions."""
 
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
+    def __init__(self) -> None:
         # (run id, sequence) of the latest train() or load_checkpoint(): a checkpoint that
         # save_checkpoint writes afterwards belongs to that run. Only the identity is kept, not
         # the session, which would keep holding its checkpoint directory's lock.
@@ -41,6 +44,7 @@ class Checkpointing:
 
     def session(
         self,
+        trainer: TrainerBase,
         resume_from_checkpoint: str | None,
         checkpoint_dir: str | None,
         checkpoint_interval: int,
@@ -48,17 +52,19 @@ class Checkpointing:
         checkpoint_every_batches: int | None,
     ):
         """The :class:`~comlrl.core.checkpoint.session.CheckpointSession` of one ``train()``
-        call (its arguments; see :meth:`comlrl.core.loop.trainer.TrainerBase.train`). With
+        call (its arguments; see :meth:`comlrl.core.trainer.TrainerBase.train`). With
         ``save_steps`` but no ``checkpoint_dir``, checkpoints go to ``<run dir>/checkpoints``
         and only the ``save_steps`` cadence and the final save write them."""
         from comlrl.core.checkpoint.session import CheckpointSession
 
-        t = self.trainer
+        t = trainer
         epoch_saves = checkpoint_dir is not None
         if checkpoint_dir is None and t.args.save_steps is not None:
-            checkpoint_dir = os.path.join(t.reporting.ensure_logger().run_dir, "checkpoints")
+            # The logger's run dir always exists (the reporting names one when none is set).
+            run_dir = str(t.reporting.ensure_logger().run_dir)
+            checkpoint_dir = os.path.join(run_dir, "checkpoints")
         return CheckpointSession(
-            t,
+            t.dist,
             resume_from_checkpoint,
             checkpoint_dir,
             checkpoint_interval,
@@ -79,7 +85,7 @@ class Checkpointing:
                 "come from train(checkpoint_dir=..., checkpoint_interval=...)."
             )
 
-    def save_to(self, path: str | os.PathLike) -> str | None:
+    def save_to(self, trainer: TrainerBase, path: str | os.PathLike) -> str | None:
         """Write a checkpoint of the trainer as it is now into the directory ``path`` (the
         trainer's public ``save_checkpoint``): the files ``train(checkpoint_dir=...)`` writes
         for one checkpoint, belonging to the run of the latest ``train()`` or
@@ -98,39 +104,36 @@ class Checkpointing:
                 f"save_checkpoint: {target} exists and is not a checkpoint; choose a new "
                 "directory (an earlier checkpoint there would be replaced)."
             )
-        session = CheckpointSession(self.trainer, None, None)
+        session = CheckpointSession(trainer.dist, None, None)
         if self.run_identity is not None:
             session.run_id, session.sequence = self.run_identity
         self.run_identity = (session.run_id, session.sequence)
-        return session.save_at(target)
+        return session.save_at(trainer, target)
 
-    def load_from(self, path: str | os.PathLike) -> dict[str, Any]:
+    def load_from(self, trainer: TrainerBase, path: str | os.PathLike) -> dict[str, Any]:
         """Restore the trainer from the checkpoint at ``path`` (the trainer's public
         ``load_checkpoint``): weights, optimizers, schedulers, family and core state,
         counters, callbacks and random generators, after the checks a resume runs. A later
         ``train()`` starts from the first epoch with that state; ``train(resume_from_checkpoint
         =path)`` continues from the checkpoint's position instead. Returns where the
-        checkpoint stands (epoch, position, env_step, global_batch, sequence, run_id)."""
+        checkpoint stands: the counts a manifest shows (:meth:`RunState.manifest_cursor`) with the
+        position a resume takes, the checkpoint's sequence and its run id."""
         from comlrl.core.checkpoint.session import CheckpointSession
 
         self._refuse_in_training("load_checkpoint")
-        t = self.trainer
-        session = CheckpointSession(t, path, None)
-        epoch, position = session.restore()
+        t = trainer
+        session = CheckpointSession(t.dist, path, None)
+        epoch, position = session.restore(t)
         self.remember(session)
-        return {
-            "epoch": int(epoch),
-            "position": int(position),
-            "env_step": int(t.run_state.environment_steps),
-            "global_batch": int(t.run_state.global_batch),
-            "sequence": int(session.sequence),
-            "run_id": session.run_id,
-        }
+        # The manifest's view of the restored counts, with the position the resume would take.
+        where: dict[str, Any] = dict(RunState.manifest_cursor(t.run_state.state_dict()))
+        where.update(epoch=int(epoch), position=int(position))
+        return {**where, "sequence": int(session.sequence), "run_id": session.run_id}
 
-    def callbacks(self) -> dict[str, Any]:
+    def callbacks(self, trainer: TrainerBase) -> dict[str, Any]:
         """User objects whose own ``state_dict``/``load_state_dict`` a checkpoint carries
         (e.g. a reward function with a running baseline). Their state must be plain data."""
-        t = self.trainer
+        t = trainer
         candidates = {
             "train_dataset": t.train_dataset,
             "reward_func": t.reward_func,
@@ -147,12 +150,12 @@ class Checkpointing:
             and not isinstance(obj, torch.nn.Module)
         }
 
-    def core_state(self) -> dict[str, Any]:
+    def core_state(self, trainer: TrainerBase) -> dict[str, Any]:
         """The core's part of the family state, as plain data: the reward call mode ``auto``
         settled on, the LR schedules, the rollout buffer with its shuffling RNG, and the
         monitors' series. ``TrainerBase.state_dict`` returns it, and families extend
         that (their keys sit next to these in a checkpoint's family state)."""
-        t = self.trainer
+        t = trainer
         state: dict[str, Any] = {}
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
@@ -167,9 +170,9 @@ class Checkpointing:
         state["monitors"] = t.monitors.state_dict()
         return state
 
-    def load_core_state(self, state: dict[str, Any]) -> None:
+    def load_core_state(self, trainer: TrainerBase, state: dict[str, Any]) -> None:
         """Inverse of :meth:`core_state`."""
-        t = self.trainer
+        t = trainer
         caller = getattr(t, "reward_caller", None)
         if caller is not None:
             caller.restore_mode(state["reward_call_mode"])
@@ -181,15 +184,15 @@ class Checkpointing:
             t.shuffle_rng.setstate((rng[0], tuple(rng[1]), rng[2]))
         t.monitors.load_state_dict(state["monitors"])
 
-    def loop_state(self) -> dict[str, Any]:
+    def loop_state(self, trainer: TrainerBase) -> dict[str, Any]:
         """The run state, whole, and the ``steps_unit`` its cadence marks count in."""
-        t = self.trainer
+        t = trainer
         return {"run": t.run_state.state_dict(), "steps_unit": t.args.steps_unit}
 
-    def load_loop_state(self, state: dict[str, Any]) -> None:
+    def load_loop_state(self, trainer: TrainerBase, state: dict[str, Any]) -> None:
         """Inverse of :meth:`loop_state`: marks counted in another ``steps_unit`` restart
         (:func:`comlrl.core.loop.step_cadence.restart_marks`)."""
-        t = self.trainer
+        t = trainer
         t.run_state.load_state_dict(state["run"])
         if state["steps_unit"] != t.args.steps_unit:
             restart_marks(t.run_state, t.args.steps_unit)

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors.torch import save_file
 
@@ -22,10 +22,13 @@ from comlrl.core.checkpoint.codec import dumps
 from comlrl.core.checkpoint.errors import CheckpointError
 from comlrl.core.checkpoint.layout import MANIFEST, OWNER, RNG_FILE, STATE, checkpoint_name
 from comlrl.core.checkpoint.modules import WEIGHTS_FILE, alias_map, save_module
-from comlrl.core.checkpoint.optim import optimizer_payload
+from comlrl.core.checkpoint.optimizer_state import optimizer_payload
 from comlrl.core.checkpoint.reader import FORMAT, VERSION, file_sha256
 from comlrl.core.checkpoint.rng import capture_rng
 from comlrl.core.loop.run_state import RunState
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 def _write_text(path: str, text: str) -> None:
@@ -53,7 +56,7 @@ def _file_table(root: str) -> dict[str, dict[str, Any]]:
     return dict(sorted(table.items()))
 
 
-def _write_components(trainer: Any, staging: str, sequence: int) -> dict[str, Any]:
+def _write_components(trainer: TrainerBase, staging: str, sequence: int) -> dict[str, Any]:
     """Models, optimizers and schedulers; returns their plain-data descriptions."""
     models = trainer.trainable_models()
     aliases = alias_map(models)
@@ -80,11 +83,10 @@ def _write_components(trainer: Any, staging: str, sequence: int) -> dict[str, An
     return {
         "models": model_meta,
         "optimizers": optim_meta,
-        "schedulers": [s.state_dict() for s in trainer.schedulers_list()],
     }
 
 
-def write_checkpoint(trainer: Any, directory: str, *, sequence: int, **fields: Any) -> str:
+def write_checkpoint(trainer: TrainerBase, directory: str, *, sequence: int, **fields: Any) -> str:
     """Write ``<directory>/checkpoint-<sequence>`` atomically, point ``latest`` at it, and
     return its path. ``fields`` are :func:`write_checkpoint_at`'s (``run_id``, ``reason``,
     ``fingerprint``, ``loop_state``, ``logger_state``). On any failure the staging dir is
@@ -99,7 +101,7 @@ def write_checkpoint(trainer: Any, directory: str, *, sequence: int, **fields: A
 
 
 def write_checkpoint_at(
-    trainer: Any,
+    trainer: TrainerBase,
     target: str,
     *,
     sequence: int,
@@ -128,7 +130,9 @@ def write_checkpoint_at(
             rng=rng_meta,
             loop=loop_state,
             family=trainer.state_dict(),
-            callbacks={n: obj.state_dict() for n, obj in trainer.checkpointing.callbacks().items()},
+            callbacks={
+                n: obj.state_dict() for n, obj in trainer.checkpointing.callbacks(trainer).items()
+            },
             logger=logger_state,
         )
         _write_text(os.path.join(staging, STATE), _encode_state(state))

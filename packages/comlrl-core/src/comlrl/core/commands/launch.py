@@ -117,12 +117,12 @@ def resolve_model_name(name: Any) -> Any:
 
 def run_tokenizers(sources: list, model_config: dict) -> list | None:
     """One tokenizer per agent, loaded from the agents' model names (checked first)."""
-    from comlrl.core.models import check_model_sources, is_model_name, resolve_tokenizers
+    from comlrl.core.models import check_model_sources, is_model_name, tokenizers
 
     if not all(is_model_name(s) for s in sources):
         return None  # no model named: the trainer says what is missing
     check_model_sources(sources)
-    return resolve_tokenizers(None, sources, model_config)
+    return tokenizers.resolve_tokenizers(None, sources, model_config)
 
 
 def _shared_or_list(tokenizers: list | None):

@@ -22,16 +22,13 @@ if TYPE_CHECKING:
 class GradientSync:
     """What makes ranks step with identical gradients and normalize with pooled moments.
 
-    ``owner`` is what each hook receives first (the trainer); ``sharded`` is set once the
+    ``hooks`` are called with the final gradients' parameters; ``sharded`` is set once the
     trainer shards its agents (before any optimizer exists).
     """
 
-    def __init__(
-        self, dist: DistributedContext, worker_groups: Sequence[Any] = (), *, owner: Any = None
-    ):
+    def __init__(self, dist: DistributedContext, worker_groups: Sequence[Any] = ()):
         self.dist = dist
         self.worker_groups = list(worker_groups)
-        self.owner = owner
         self.sharded: ShardedAgents | None = None
         self.hooks: list = []
 
@@ -41,7 +38,7 @@ class GradientSync:
 
         :func:`comlrl.core.training.optim.apply_step` calls it after the backward passes of an
         optimizer step and before clipping, so every rank clips and steps with identical
-        gradients and keeps identical weights. Each hook is called as ``hook(owner, params)``
+        gradients and keeps identical weights. Each hook is called as ``hook(params)``
         once the gradients are final (tests use it to compare weights across ranks before
         every step).
         """
@@ -58,7 +55,7 @@ class GradientSync:
                 replicated, self.dist, 1.0 / self.dist.world_size, group=self._collective_group()
             )
         for hook in self.hooks:
-            hook(self.owner, params)
+            hook(params)
         return params
 
     def pooled_moments(

@@ -16,7 +16,7 @@ file continues without duplicates; a fresh run moves an earlier run's file aside
 appended with one ``write`` each batch and flushed, so a crash can cut at most the last line,
 which readers skip.
 
-A family offers rows while it collects (:meth:`comlrl.core.reporting.Reporting.offer_completions`);
+A family offers rows while it collects (:meth:`comlrl.core.logging.reporting.Reporting.offer_completions`);
 the trainer's reporting writes them at the next training log record.
 """
 

@@ -9,7 +9,7 @@ checkpoint session and the reward-hacking monitors (:mod:`comlrl.core.monitors`:
 every update, summarized at the end, and a clean stop after a checkpoint when a monitor in
 ``monitors.stop_on`` crosses its threshold).
 
-The contract a family implements (see :class:`comlrl.core.loop.trainer.TrainerBase` for defaults):
+The contract a family implements (see :class:`comlrl.core.trainer.TrainerBase` for defaults):
 
 - ``prepare(stage) -> Sequence[unit] | None``: the stage's units; None means batches of items.
 - ``collect(unit) -> Batch | None``: the unit's experience (None: nothing to learn from).
@@ -22,347 +22,46 @@ A stage may hold several passes over the data (an online iteration of several RL
 an :class:`EndOfPass` unit closes one, and the loop uses the buffer's remainder before it hands
 that unit to ``collect`` as any other.
 
-The subpackage's modules: :mod:`.trainer` (``TrainerBase``: inputs, wiring and the family
-contract's defaults), :mod:`.algorithm` (the ``Algorithm`` protocol the loop drives),
-:mod:`.buffer` (the rollout buffer between ``collect`` and ``update``), :mod:`.epoch_order`
-(the order an epoch visits the items), :mod:`.step_cadence` (the logging, eval and save
-cadences), :mod:`.final_eval` (whether a completed run evaluates once more) and :mod:`.timing`
+The subpackage's modules: :mod:`.walk` (the walk itself), :mod:`.algorithm` (the ``Algorithm``
+protocol the loop drives), :mod:`.run_state` (the run's counters and flags), :mod:`.buffer` (the
+rollout buffer between ``collect`` and ``update``), :mod:`.epoch_order` (the order an epoch visits
+the items), :mod:`.step_cadence` (the logging, eval and save cadences), :mod:`.evaluation`,
+:mod:`.final_eval` (whether a completed run evaluates once more) and :mod:`.timing`
 (seconds per phase and tokens per second).
 """
 
-from __future__ import annotations
+from comlrl.core.loop.walk import (
+    EndOfPass,
+    ItemBatch,
+    StageUnits,
+    TrainingLoop,
+    drain,
+    end_stage,
+    flush,
+    is_due,
+    item_units,
+    materialize,
+    run_unit,
+    seed_everything,
+    span_of,
+    stop_on_signals,
+    units_of,
+)
 
-import logging
-import random
-import signal
-import warnings
-from collections.abc import Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import torch
-
-from comlrl.core.distributed import barrier, shard_range
-from comlrl.core.loop.epoch_order import epoch_items
-from comlrl.core.loop.final_eval import final_evaluation_wanted
-from comlrl.core.loop.run_state import RunState
-from comlrl.core.training.schedule import max_steps_reached
-
-_log = logging.getLogger(__name__)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch."""
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-@dataclass
-class ItemBatch:
-    """The default unit: ``count`` dataset items from position ``start`` of the epoch (global,
-    over every rank); ``items`` and ``offset`` (the global index of ``items[0]``) are this
-    rank's share, filled in by the loop."""
-
-    start: int
-    count: int
-    items: list = field(default_factory=list)
-    offset: int = 0
-
-    @property
-    def span(self) -> int:
-        """How far the unit moves the epoch cursor."""
-        return self.count
-
-
-@dataclass
-class EndOfPass:
-    """A unit that closes one pass over the data inside a stage: the loop first updates on what
-    the buffer still holds (as at the end of a stage), then collects the unit as any other, so
-    the family does its end-of-pass work in ``collect``. ``index`` numbers the stage's passes."""
-
-    index: int = 0
-
-
-class StageUnits(list):
-    """A stage's units; ``checkpoint_reason`` (when set) asks the loop to checkpoint right away,
-    because preparing the stage did expensive work worth keeping (e.g. sampled pairs)."""
-
-    checkpoint_reason: str | None = None
-
-
-def span_of(unit: Any) -> int:
-    """How far ``unit`` moves the stage cursor (items for item batches, 1 otherwise)."""
-    return int(getattr(unit, "span", 1))
-
-
-def item_units(trainer: Any) -> list[ItemBatch]:
-    """The default stage: the training items in global batches of ``items_per_batch()`` per
-    rank, with the last ``len % world_size`` items left out so every rank gets an equal share."""
-    data = trainer.get_train_dataloader()
-    world = trainer.dist.world_size
-    per_batch = trainer.items_per_batch() * world
-    total = len(data) - len(data) % world
-    return [ItemBatch(pos, min(per_batch, total - pos)) for pos in range(0, total, per_batch)]
-
-
-def materialize(trainer: Any, unit: ItemBatch) -> ItemBatch:
-    """``unit`` with this rank's share of its items, in the epoch's order (``shuffle_dataset``)."""
-    data = epoch_items(trainer.get_train_dataloader(), trainer.args, trainer.run_state.epoch)
-    begin, end = shard_range(unit.start, unit.count, trainer.dist)
-    return ItemBatch(unit.start, unit.count, [data[i] for i in range(begin, end)], begin)
-
-
-def run_unit(trainer: Any, unit: Any) -> None:
-    """Collect ``unit``'s experience, buffer it and update whenever the buffer fills up (an
-    :class:`EndOfPass` unit first uses the buffer's remainder)."""
-    if isinstance(unit, EndOfPass):
-        drain(trainer)
-    batch = trainer.collect(unit)
-    if batch is None:
-        return
-    buffer = trainer.rollout_buffer
-    if buffer is None:
-        with trainer.timing.phase("update"):
-            metrics = trainer.update(batch)
-        step = trainer.run_state.environment_steps
-        trainer.reporting.log_update(getattr(batch, "samples", None), metrics, step)
-        return
-    for record in batch.records:
-        if record.metrics:
-            trainer.reporting.log_metrics(record.metrics, record.step)
-        buffer.add(record)
-        if buffer.full() and not batch.whole:
-            flush(trainer)
-    if batch.whole and buffer.full():
-        flush(trainer)
-
-
-def flush(trainer: Any) -> None:
-    """Update from the buffer; its experience leaves only after the update succeeded."""
-    experience = trainer.rollout_buffer.contents()
-    with trainer.timing.phase("update"):
-        metrics = trainer.update(experience)
-    trainer.rollout_buffer.clear()
-    trainer.reporting.log_update(experience.samples, metrics, experience.step)
-
-
-def drain(trainer: Any) -> None:
-    """Update on what the buffer still holds (nothing to do when it is empty or absent)."""
-    buffer = trainer.rollout_buffer
-    if buffer is not None and not buffer.empty():
-        flush(trainer)
-
-
-def end_stage(trainer: Any, stage: int) -> None:
-    """The end of a stage: use what the buffer still holds, then the family's
-    ``end_stage(stage)`` (one name for the end of a stage, in the loop and in the contract)."""
-    drain(trainer)
-    trainer.end_stage(stage)
-
-
-@contextmanager
-def stop_on_signals(state: RunState):
-    """Turn SIGINT/SIGTERM into a clean stop at the next unit boundary."""
-    state.stop_requested = False
-    previous = {}
-
-    def handler(signum, frame):
-        state.stop_requested = True
-
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:  # not the main thread: signals cannot be installed here
-        previous = {}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-class TrainingLoop:
-    """One ``train()`` call: stages → units, with evaluation, progress, signals, checkpoints."""
-
-    def __init__(self, trainer: Any, session: Any):
-        self.trainer = trainer
-        self.session = session
-        self.state: RunState = trainer.run_state
-        self._warned = False
-
-    def run(self) -> None:
-        """Train every remaining stage; returns early (``run_state.interrupted``) on a signal,
-        and ends early through the normal end (``run_state.stopped_by_monitor``) when a monitor
-        in ``monitors.stop_on`` crossed its threshold."""
-        from comlrl.core.checkpoint.rng import preserved_rng
-
-        t, session, state = self.trainer, self.session, self.state
-        t.get_train_dataloader()
-        logger = t.reporting.ensure_logger()
-        logger.reopen()
-        state.start_call()
-        start_stage, start_pos = session.restore()
-        state.clear_outcome()
-        if session.fresh and t.args.seed is not None:
-            seed_everything(t.args.seed + t.dist.rank)
-        with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
-            logger.start(resume_id=session.wandb_run_id)
-        t.reporting.announce_destinations()
-        sharded = t.sync.sharded
-        try:
-            with stop_on_signals(state), sharded.training() if sharded else nullcontext():
-                for stage in range(start_stage, t.num_stages()):
-                    pos = start_pos if stage == start_stage else 0
-                    if not self._run_stage(stage, pos):
-                        if state.stopped_by_monitor is None:
-                            return  # a signal: _stop_after_signal closed the run
-                        break
-                    if max_steps_reached(t.args, state):
-                        break
-                if state.stopped_by_monitor is None:
-                    self._final_evaluation()
-        except BaseException:
-            logger.close(finish_wandb=False)
-            raise
-        state.last_checkpoint = session.last_path
-        state.training_complete = state.stopped_by_monitor is None
-        done = "completed" if state.training_complete else "stopped by a monitor"
-        summarize_monitors(t, done)
-        logger.close(finish_wandb=False)
-        barrier(t.dist)  # every rank returns once rank 0's last checkpoint is written
-
-    def _run_stage(self, stage: int, pos: int) -> bool:
-        """One stage from cursor ``pos``; False when a signal or a monitor stopped training."""
-        t, session, state = self.trainer, self.session, self.state
-        state.epoch = stage
-        state.cursor = (stage, pos)
-        units = t.prepare(stage)
-        if units is None:
-            units = item_units(t)
-            self._warn_dropped_items()
-        reason = getattr(units, "checkpoint_reason", None)
-        if reason is not None:
-            # Preparing the stage counts as a batch of work, so its save is not a repeat.
-            state.global_batch += 1
-            session.save(reason)
-        state.stage_size = len(units)
-        bar = t.reporting.progress_bar(sum(span_of(u) for u in units), stage)
-        bar.update(pos)
-        done = 0
-        for unit in units:
-            if done < pos:
-                done += span_of(unit)
-                continue
-            if max_steps_reached(t.args, state):
-                break
-            if isinstance(unit, ItemBatch):
-                unit = materialize(t, unit)
-            if t.evaluation_due(unit) and t.is_main_process:
-                t.evaluate()
-            run_unit(t, unit)
-            done += span_of(unit)
-            state.global_batch += 1
-            state.cursor = (stage, done)
-            bar.update(span_of(unit))
-            t.reporting.update_progress(bar)
-            if state.stop_requested:
-                bar.close()
-                self._stop_after_signal()
-                return False
-            session.after_batch()
-            if self._monitor_stop():
-                bar.close()
-                state.stage_size = None
-                return False
-        bar.close()
-        # max_steps ends the run where it is: the buffer's remainder would be one more step.
-        stopped = max_steps_reached(t.args, state)
-        if not stopped:
-            end_stage(t, stage)
-            state.cursor = (stage + 1, 0)
-        state.stage_size = None
-        last = stopped or stage + 1 == t.num_stages()
-        session.after_epoch(last=last)
-        # The stage's last update may have crossed a threshold (the run ends here anyway
-        # after the last stage).
-        return last or not self._monitor_stop()
-
-    def _final_evaluation(self) -> None:
-        """Evaluate the finished run once more, after its last update (``eval_at_end``, see
-        :mod:`.final_eval`); the eval cadence alone evaluates only before units, never after
-        the last one."""
-        t = self.trainer
-        a = t.args
-        if not final_evaluation_wanted(a) or t.eval_dataset is None:
-            return
-        if getattr(a, "eval_num_samples", 0) > 0 and t.is_main_process:
-            t.evaluate()
-
-    def _warn_dropped_items(self) -> None:
-        t = self.trainer
-        world = t.dist.world_size
-        size = len(t.get_train_dataloader())
-        if size % world and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"{size % world} of the {size} training items are dropped from every epoch so "
-                f"that {world} processes get equal shards.",
-                stacklevel=4,
-            )
-
-    def _monitor_stop(self) -> bool:
-        """Whether a monitor in ``monitors.stop_on`` crossed: then a checkpoint is written (when
-        a checkpoint_dir is set) and the run ends through the loop's normal end, with
-        ``run_state.stopped_by_monitor`` holding the crossing's message."""
-        message = self.trainer.monitors.stop_requested()
-        if message is None:
-            return False
-        self.state.stopped_by_monitor = message
-        self._save_for_resume("monitor")
-        return True
-
-    def _save_for_resume(self, reason: str) -> str | None:
-        """Checkpoint now (when a checkpoint_dir is set) because a ``reason`` (``signal``,
-        ``monitor``) stops training, and say how to resume; returns the checkpoint's path."""
-        cursor = self.state.cursor
-        path = self.session.save_now(reason=reason)
-        if path is not None:
-            _log.warning(
-                "Training stopped by a %s at epoch %d, item %d; checkpoint written to %s. "
-                "Resume with train(resume_from_checkpoint=%r, ...).",
-                reason,
-                cursor[0] + 1,
-                cursor[1],
-                path,
-                path,
-            )
-        return path
-
-    def _stop_after_signal(self) -> None:
-        """Checkpoint (when a checkpoint_dir is set), close the logs, and say how to resume."""
-        t = self.trainer
-        self.state.interrupted = True
-        self.state.last_checkpoint = self._save_for_resume("signal")
-        summarize_monitors(t, "stopped by a signal")
-        t.reporting.ensure_logger().close(finish_wandb=True)
-
-
-def summarize_monitors(trainer: Any, reason: str) -> None:
-    """The monitors' end-of-run summary (a log line and ``<run dir>/monitors.json``)."""
-    trainer.monitors.summarize(reason)
-
-
-def is_due(every: int, start: int, count: int) -> bool:
-    """Whether a multiple of ``every`` falls in ``[start, start + count)`` (every > 0)."""
-    return any(i % every == 0 for i in range(start, start + count))
-
-
-def units_of(values: Sequence[Any], reason: str | None = None) -> StageUnits:
-    """``values`` as a stage's units, optionally asking for a checkpoint (see
-    :class:`StageUnits`)."""
-    units = StageUnits(values)
-    units.checkpoint_reason = reason
-    return units
+__all__ = [
+    "EndOfPass",
+    "ItemBatch",
+    "StageUnits",
+    "TrainingLoop",
+    "drain",
+    "end_stage",
+    "flush",
+    "is_due",
+    "item_units",
+    "materialize",
+    "run_unit",
+    "seed_everything",
+    "span_of",
+    "stop_on_signals",
+    "units_of",
+]

@@ -1,10 +1,10 @@
 """The rollout buffer between ``collect`` and ``update``.
 
-``collect`` returns a :class:`Batch` of :class:`Record` objects, each the experience of one tree
-node or one episode: every agent's samples, plus optional joint samples (a centralized critic's)
-and metrics to log when the record enters the buffer. The loop adds records in order and runs an
-update whenever agent 0 holds ``capacity`` samples, so a batch can fill the buffer several times,
-and a partly filled buffer waits for the next batch (or the end of the stage).
+``collect`` returns a :class:`Batch` of :class:`BufferEntry` objects, each the experience of one
+tree node or one episode: every agent's samples, plus optional joint samples (a centralized
+critic's) and metrics to log when the entry enters the buffer. The loop adds entries in order
+and runs an update whenever agent 0 holds ``capacity`` samples, so a batch can fill the buffer
+several times, and a partly filled buffer waits for the next batch (or the end of the stage).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 
 @dataclass
-class Record:
+class BufferEntry:
     """One node's or episode's experience: ``samples[agent]`` lists that agent's samples."""
 
     samples: list[list[Any]]
@@ -26,12 +26,12 @@ class Record:
 
 @dataclass
 class Batch:
-    """What ``collect`` returns: records in the order the buffer should take them. A ``whole``
+    """What ``collect`` returns: entries in the order the buffer should take them. A ``whole``
     batch enters the buffer entirely before the loop checks whether it is full, so all of its
-    records are trained in the one update that follows (none waits, sampled by a policy one
+    entries are trained in the one update that follows (none waits, sampled by a policy one
     update older, for the next)."""
 
-    records: list[Record]
+    entries: list[BufferEntry]
     whole: bool = False
 
 
@@ -59,12 +59,12 @@ class RolloutBuffer:
         self.joint: list[Any] = []
         self.step = -1
 
-    def add(self, record: Record) -> None:
-        """Append ``record``'s samples."""
-        for mine, new in zip(self.samples, record.samples):
+    def add(self, entry: BufferEntry) -> None:
+        """Append ``entry``'s samples."""
+        for mine, new in zip(self.samples, entry.samples):
             mine.extend(new)
-        self.joint.extend(record.joint)
-        self.step = max(self.step, record.step)
+        self.joint.extend(entry.joint)
+        self.step = max(self.step, entry.step)
 
     def full(self) -> bool:
         """Whether agent 0 holds at least ``capacity`` samples."""

@@ -10,17 +10,20 @@ from __future__ import annotations
 import random
 import sys
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logging.console import print_completions_table
-from comlrl.core.rewards.report import agent_reward_metrics
+from comlrl.core.rewards.reward_metrics import agent_reward_metrics
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
-def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, float]:
+def evaluate(trainer: TrainerBase, num_eval_samples: int | None = None) -> dict[str, float]:
     """Evaluate on the first ``eval_num_samples`` eval items; log and return the metrics.
 
     Runs under a forked RNG, so evaluating never changes the training trajectory, and outside
@@ -44,14 +47,14 @@ def evaluate(trainer: Any, num_eval_samples: int | None = None) -> dict[str, flo
         if getattr(a, "show_eval_sample", False):
             show_sample(getattr(trainer, "last_eval_sample", None), step)
         rows = getattr(trainer, "console_completions", 0)
-        if rows > 0 and getattr(trainer, "verbose", True) and trainer.is_main_process:
+        if rows > 0 and getattr(trainer, "verbose", True) and trainer.dist.is_main:
             episodes = getattr(trainer, "last_eval_episodes", None) or []
             print_completions_table(episodes[:rows], step)
         return metrics
 
 
 @contextmanager
-def forked_rng(trainer: Any):
+def forked_rng(trainer: TrainerBase):
     """No gradients, and every RNG (Python, NumPy, torch CPU and the agents' CUDA devices) as
     it was afterwards."""
     devices = [d for d in {str(d) for d in trainer.agent_devices} if d.startswith("cuda")]
@@ -89,7 +92,7 @@ def show_sample(rows: list[dict] | None, step: int) -> None:
     tqdm.write("\n".join(lines), file=sys.stdout)
 
 
-def evaluate_items(trainer: Any, items: list[dict]) -> tuple[dict[str, float], list]:
+def evaluate_items(trainer: TrainerBase, items: list[dict]) -> tuple[dict[str, float], list]:
     """Per-turn ``eval/turn_t/reward_mean`` and ``expected_return`` (undiscounted) over
     ``items`` (with per-agent rewards: the agents' mean, plus each agent's
     ``eval/turn_t/agent_i_reward_mean``), plus the user's eval hooks; returns (metrics, rollout
@@ -146,7 +149,7 @@ def _strip(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def evaluate_policy(
-    trainer: Any, items: list[dict], samples: int = 4, seed: int = 0
+    trainer: TrainerBase, items: list[dict], samples: int = 4, seed: int = 0
 ) -> dict[str, dict[str, float]]:
     """Greedy and sampled evaluation of the trainer's agents over ``items`` (``comlrl eval``).
 

@@ -4,7 +4,7 @@ KL estimators themselves are core's math: :mod:`comlrl.core.algos.losses`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -13,6 +13,9 @@ from comlrl.core.distributed.sharding import unsharded_copy
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.training.precision import precision_like
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 def build_reference_models(
@@ -107,7 +110,7 @@ def reference_token_logps(
     return [v[: len(c)] for v, c in zip(ref.values.tolist(), completion_ids)]
 
 
-def reference_models_for(trainer: Any) -> list:
+def reference_models_for(trainer: TrainerBase) -> list:
     """The frozen references of ``trainer``'s agents when its config uses a reference KL (in
     the reward or, where the family offers it, the loss; on ``reference_devices`` when set, else next to the agents); an empty list otherwise."""
     a = trainer.args

@@ -26,7 +26,7 @@ import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,11 @@ from comlrl.core.monitors.metrics import (
     train_rewards,
 )
 from comlrl.core.monitors.watcher import Watcher, where
+
+if TYPE_CHECKING:
+    from comlrl.core.distributed import DistributedContext
+    from comlrl.core.logging.reporting import Reporting
+    from comlrl.core.loop.run_state import RunState
 
 _log = logging.getLogger("comlrl.monitors")
 SUMMARY_FILE = "monitors.json"
@@ -89,8 +94,13 @@ class StepWatch(EntropyMeter):
 class Monitors:
     """The reward-hacking monitors of one trainer (see the module docs)."""
 
-    def __init__(self, trainer: Any):
-        self.trainer = trainer
+    def __init__(self, args: Any, dist: DistributedContext, state: RunState, reporting: Reporting):
+        # The config is read at each use (``args.monitors``): a later ``train()`` call may
+        # bring other thresholds. ``reporting`` says where the run directory is.
+        self.args = args
+        self.dist = dist
+        self.state = state
+        self.reporting = reporting
         self._watcher: Watcher | None = None
         self._tallies: dict[tuple[int, int], StepTally] = {}
         # The first `window` mean lengths of every key: the length drift's baseline.
@@ -101,7 +111,7 @@ class Monitors:
     @property
     def config(self) -> MonitorsConfig:
         """The config's ``monitors`` section (the defaults for a config without one)."""
-        value = getattr(self.trainer.args, "monitors", None)
+        value = getattr(self.args, "monitors", None)
         return value if isinstance(value, MonitorsConfig) else check_monitors("monitors", value)
 
     @property
@@ -132,7 +142,7 @@ class Monitors:
         return StepWatch(self._tallies.setdefault((int(agent), int(turn)), StepTally()))
 
     def _kl_coef(self) -> float:
-        a = self.trainer.args
+        a = self.args
         return float(a.reference_kl_coef) if getattr(a, "reference_kl_enabled", False) else 0.0
 
     def after_update(
@@ -150,13 +160,13 @@ class Monitors:
                 # A KL the reward shaping measured is kept over a loss term's.
                 values.setdefault(name, value)
         rewards = train_rewards(samples) if samples else {}
-        if self.trainer.dist.is_distributed:
-            from comlrl.core.reporting import mean_over_ranks
+        if self.dist.is_distributed:
+            from comlrl.core.logging.reporting import mean_over_ranks
 
             # Watched as one: every rank sees the same values, so they agree on crossings.
             reduced = mean_over_ranks(
                 {**values, **{f"\x00reward/{t}": r for t, r in rewards.items()}},
-                self.trainer.dist,
+                self.dist,
                 step,
             )
             rewards = {int(k.split("/")[1]): v for k, v in reduced.items() if k[0] == "\x00"}
@@ -203,7 +213,7 @@ class Monitors:
             evaluated = metrics.get(f"eval/turn_{turn + 1}/reward_mean")
             if evaluated is not None and math.isfinite(evaluated):
                 gaps[key(None, turn, "train_eval_gap")] = float(train - evaluated)
-        self.watcher.observe(gaps, self.trainer.run_state.environment_steps)
+        self.watcher.observe(gaps, self.state.environment_steps)
         return gaps
 
     # ------------------------------------------------------------------ stopping
@@ -214,7 +224,7 @@ class Monitors:
         if not self.config.stop_on:
             return None
         stop = self.watcher.stop
-        dist = self.trainer.dist
+        dist = self.dist
         if dist.is_distributed:
             from comlrl.core.distributed import reduce_metrics
 
@@ -227,18 +237,18 @@ class Monitors:
     def summarize(self, reason: str) -> dict[str, Any] | None:
         """Log one line on what every watched monitor did and write ``monitors.json`` into the
         run directory (main process only); ``reason`` says how the run ended."""
-        if not self.enabled or not self.trainer.is_main_process:
+        if not self.enabled or not self.dist.is_main:
             return None
         summary = self.watcher.summary()
         crossed = {k: s for k, s in summary.items() if s["crossed_at_step"] is not None}
         record = {
             "ended": reason,
-            "stop": self.trainer.run_state.stopped_by_monitor,
+            "stop": self.state.stopped_by_monitor,
             "config": self.config.to_dict(),
             "crossed": sorted(crossed),
             "monitors": summary,
         }
-        run_dir = self.trainer.reporting.run_dir
+        run_dir = self.reporting.run_dir
         if run_dir:
             os.makedirs(run_dir, exist_ok=True)
             path = os.path.join(run_dir, SUMMARY_FILE)

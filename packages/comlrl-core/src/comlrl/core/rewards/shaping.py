@@ -10,7 +10,7 @@ The environment's rewards and shared returns stay as they were, for the logged r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from comlrl.core.algos.losses import estimator_for
 from comlrl.core.logprobs import micro_batches
@@ -19,8 +19,11 @@ from comlrl.core.models.reference import sequence_kl
 from comlrl.core.rollout.tree import TreeNode, compute_returns
 from comlrl.core.training.precision import scoring_context
 
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
-def completion_kls(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[list[float]]]:
+
+def completion_kls(trainer: TrainerBase, nodes: Sequence[TreeNode]) -> list[list[list[float]]]:
     """``[agent][node][k]``: the reward-side KL estimate of each completion to the agent's
     reference, tempered at the sampler's temperature and in the update's precision (both models
     under the same autocast with ``bf16=True``, so the KL of the initial policy is 0). Each agent's completions are measured
@@ -78,7 +81,7 @@ def shape_with_kl(
 
 
 def apply_kl_shaping(
-    trainer: Any,
+    trainer: TrainerBase,
     roots: Sequence[TreeNode],
     nodes: Sequence[TreeNode],
     discount: float | None = None,

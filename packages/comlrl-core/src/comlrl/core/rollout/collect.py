@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core import algos
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.rewards.shaping import apply_kl_shaping
 from comlrl.core.rollout.record import RolloutGroup, attach_logprobs, rollout_groups
 from comlrl.core.rollout.tree import TreeNode
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 @dataclass
@@ -42,7 +45,7 @@ def needs_old_logps(config: Any) -> bool:
 
 
 def collect_groups(
-    trainer: Any,
+    trainer: TrainerBase,
     unit: Any,
     *,
     joint_mode: str = "aligned",

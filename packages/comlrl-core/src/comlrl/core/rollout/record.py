@@ -20,16 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from comlrl.core.logprobs import token_logprobs
 from comlrl.core.models.reference import reference_token_logps
-from comlrl.core.rewards.report import node_agent_reward_mean
+from comlrl.core.rewards.reward_metrics import node_agent_reward_mean
 from comlrl.core.rollout.tree import TreeNode, agent_returns
 from comlrl.core.training.dropout import dropout_off
 from comlrl.core.training.precision import scoring_context
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 @dataclass
@@ -134,7 +137,7 @@ def _completion_rewards(node: TreeNode, agent: int) -> list[float]:
 
 
 def attach_logprobs(
-    trainer: Any,
+    trainer: TrainerBase,
     per_agent: Sequence[Sequence[RolloutGroup]],
     *,
     old: bool,

@@ -12,7 +12,7 @@ reward.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,11 +21,14 @@ from comlrl.core.rewards.shapes import RewardScores
 from comlrl.core.rollout.generation import PromptSamples, SamplingParams
 from comlrl.core.rollout.tree import TreeNode, TreeSettings, build_trees
 
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
+
 
 class Rollouts:
     """Generation, scoring and rollout trees for the family's ``collect`` and evaluation."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: TrainerBase):
         self.trainer = trainer
 
     def sampling_params(self, overrides: dict | None = None, *, eval_mode: bool = False):

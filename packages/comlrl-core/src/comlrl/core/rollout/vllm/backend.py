@@ -18,7 +18,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -28,6 +28,9 @@ from comlrl.core.rollout.vllm.adapters import AdapterBook, AdapterSlot
 from comlrl.core.rollout.vllm.options import VLLMOptions, vllm_options
 from comlrl.core.rollout.vllm.sampling import sampling_kwargs
 from comlrl.core.rollout.vllm.weights import WeightSync
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 DIAGNOSTIC_KEY = "rollout/logprob_abs_diff"
 
@@ -331,7 +334,9 @@ def save_for_engine(model: Any, tokenizer: Any, root: str) -> str:
     return path
 
 
-def build_vllm_backend(trainer: Any, engine_factory: EngineFactory | None = None) -> VLLMBackend:
+def build_vllm_backend(
+    trainer: TrainerBase, engine_factory: EngineFactory | None = None
+) -> VLLMBackend:
     """The ``vllm`` backend for a trainer whose agents are loaded (the registry's factory).
 
     ``engine_factory`` builds each engine (default: :class:`~.engine.VLLMEngine`, which imports

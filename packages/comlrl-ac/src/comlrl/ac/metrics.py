@@ -8,9 +8,9 @@ import numpy as np
 from comlrl.ac.samples import RolloutSample, sample_views
 from comlrl.ac.targets import explained_variance, mean_std
 from comlrl.core.loop import evaluation
-from comlrl.core.loop.trainer import TrainerBase
 from comlrl.core.rollout.record import ValueGroup
 from comlrl.core.rollout.tree import TreeNode, compute_returns
+from comlrl.core.trainer import TrainerBase
 
 # What the actor-critic trainers add to the run description logged to W&B.
 RUN_CONFIG_KEYS = TrainerBase.run_config_keys + (

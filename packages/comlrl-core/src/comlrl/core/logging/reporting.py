@@ -16,14 +16,17 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from comlrl.core.distributed import reduce_metrics
 from comlrl.core.logging import MetricLogger
 from comlrl.core.logging.completions import spread
 from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import step_count
-from comlrl.core.rewards.report import record_reward_metrics, turn_metrics
+from comlrl.core.rewards.reward_metrics import record_reward_metrics, turn_metrics
+
+if TYPE_CHECKING:
+    from comlrl.core.trainer import TrainerBase
 
 
 def mean_over_ranks(metrics: dict[str, Any], dist: Any, step: int) -> dict[str, float]:
@@ -49,7 +52,7 @@ class Reporting:
     is reduced over ranks (e.g. a family's running parse-failure counts).
     """
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: TrainerBase):
         self.trainer = trainer
         self.logger: MetricLogger | None = None
         self.run_dir: str | None = None
@@ -86,7 +89,7 @@ class Reporting:
                 run_config=t.run_config(),
                 # The W&B run is named after its run directory unless wandb_config names it.
                 default_name=os.path.basename(os.path.normpath(self.run_dir)),
-                enabled=t.is_main_process,
+                enabled=t.dist.is_main,
                 report_to=t.args.report_to,
             )
         return self.logger
@@ -97,7 +100,7 @@ class Reporting:
         ranks other than 0 and when the trainer is not verbose."""
         t = self.trainer
         logger = self.ensure_logger()
-        if self._announced or not t.is_main_process or not getattr(t, "verbose", True):
+        if self._announced or not t.dist.is_main or not getattr(t, "verbose", True):
             return
         self._announced = True
         from tqdm.auto import tqdm
@@ -166,8 +169,8 @@ class Reporting:
         """Log an update's ``metrics`` (None: the update was skipped) together with, where the
         update's samples are a rollout record, its rewards, returns and KL per turn (taken
         over what the trainer's ``turn_metrics_over`` says,
-        :func:`~comlrl.core.rewards.report.turn_metrics`) and each agent's own reward per turn
-        (:func:`~comlrl.core.rewards.report.record_reward_metrics`), and the monitors' values
+        :func:`~comlrl.core.rewards.reward_metrics.turn_metrics`) and each agent's own reward per turn
+        (:func:`~comlrl.core.rewards.reward_metrics.record_reward_metrics`), and the monitors' values
         of the update (:mod:`comlrl.core.monitors`, which also watch them)."""
         if metrics is not None:
             over = getattr(self.trainer, "turn_metrics_over", None)
@@ -200,7 +203,7 @@ class Reporting:
         when completions are logged on this process, so a run that does not log them pays
         nothing."""
         count = self.completion_rows_per_log
-        if count <= 0 or not self.trainer.is_main_process:
+        if count <= 0 or not self.trainer.dist.is_main:
             return
         self._pending_completions = spread(list(make_rows()), count)
 
@@ -221,7 +224,7 @@ class Reporting:
             total=total,
             desc=f"{t.algorithm_name} {t.stage_label} {stage + 1}/{t.num_stages()}",
             unit=t.progress_unit,
-            disable=not getattr(t, "verbose", True) or not t.is_main_process,
+            disable=not getattr(t, "verbose", True) or not t.dist.is_main,
             dynamic_ncols=True,
         )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from comlrl.core import loop
@@ -27,6 +28,7 @@ from comlrl.core.distributed.gradients import GradientSync
 from comlrl.core.distributed.ranks import per_rank_config
 from comlrl.core.input_checks import check_construction, check_generation_kwargs
 from comlrl.core.inputs import TrainerInputs
+from comlrl.core.logging.reporting import Reporting
 from comlrl.core.logging.sink import require_sink_packages
 from comlrl.core.loop import (
     evaluation,
@@ -41,7 +43,6 @@ from comlrl.core.models.setup import prepare_agents
 from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers
 from comlrl.core.quiet import quietly
-from comlrl.core.reporting import Reporting
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
@@ -56,7 +57,7 @@ class TrainerBase:
 
     The work around the family's math is done by collaborators that ``setup`` builds:
     ``rollouts`` (:class:`~comlrl.core.rollout.rollouts.Rollouts`: sampling, rewards, rollout
-    trees), ``reporting`` (:class:`~comlrl.core.reporting.Reporting`: logger, logging cadence,
+    trees), ``reporting`` (:class:`~comlrl.core.logging.reporting.Reporting`: logger, logging cadence,
     completions, progress bars), ``checkpointing``
     (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
     and sessions), ``sync`` (:class:`~comlrl.core.distributed.gradients.GradientSync`: gradient
@@ -81,7 +82,7 @@ class TrainerBase:
     # What a stage is called in progress bars.
     stage_label = "epoch"
     # Over what an update's per-turn return and KL are logged (one of
-    # comlrl.core.rewards.report.TURN_METRICS_OVER; None: the family logs no per-turn keys).
+    # comlrl.core.rewards.reward_metrics.TURN_METRICS_OVER; None: the family logs no per-turn keys).
     turn_metrics_over: str | None = None
     timing_idle_throughput = False
     run_config_keys: tuple[str, ...] = (
@@ -107,9 +108,22 @@ class TrainerBase:
     joint_sample_cls: Any = None
     # Keyword arguments of ``train()`` for the model's ``generate`` (set by ``train``).
     generation_kwargs: dict = {}
+    # One frozen reference model per agent when the family keeps them (the reference-KL term
+    # and the reference scores read them); empty otherwise.
+    reference_models: Sequence[Any] = ()
+    # The latest evaluation's first joint sample and its shown episodes (the console prints
+    # them after the eval record; see comlrl.core.loop.evaluation).
+    last_eval_sample: list | None = None
+    last_eval_episodes: list | None = None
+    # Whether the family may run under a multi-process launch: the shared loop shards global
+    # batches across ranks, so a subclass that replaces ``train`` gets False unless it says
+    # otherwise (see docs/distributed.md).
+    multi_process_ready = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "train" in cls.__dict__ and "multi_process_ready" not in cls.__dict__:
+            cls.multi_process_ready = False
         own = cls.__dict__.get("save_model")
         if own is not None and not getattr(own, "_main_process_only", False):
             # A family's own save_model gets the same rank handling as the base's.
@@ -131,8 +145,7 @@ class TrainerBase:
         self.timing = PhaseTimer(self.timing_phases)
         self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
-        self.checkpointing = Checkpointing(self)
-        self.monitors = Monitors(self)
+        self.checkpointing = Checkpointing()
         args = inputs.args
         if args is None:
             if self.default_config_cls is None:
@@ -145,7 +158,7 @@ class TrainerBase:
         # config as written; ``args`` holds this rank's share of every global batch threshold.
         self.global_args = self.args
         self.dist = init_context(self.args.distributed_mode)
-        if self.dist.is_distributed and not self.supports_multi_process():
+        if self.dist.is_distributed and not self.multi_process_ready:
             raise ValueError(
                 f"{self.algorithm_name} runs its own training loop, which does not shard data or "
                 f"average gradients across processes (WORLD_SIZE={self.dist.world_size}); run it "
@@ -160,6 +173,7 @@ class TrainerBase:
                     "docs/distributed.md."
                 )
         self.args = per_rank_config(self.args, self.dist)
+        self.monitors = Monitors(self.args, self.dist, self.run_state, self.reporting)
         self.model_config = dict(inputs.model_config or {})
         self.train_dataset, self.eval_dataset = inputs.train_dataset, inputs.eval_dataset
         self.external_transition, self.wandb_config = (
@@ -192,7 +206,7 @@ class TrainerBase:
         self.agent_devices, self.workers, worker_groups = plan_workers(
             self.args, self.dist, self.num_agents
         )
-        self.sync = GradientSync(self.dist, worker_groups, owner=self)
+        self.sync = GradientSync(self.dist, worker_groups)
         if not load_models:
             return
         self.agents, self.tokenizers = build_agents(
@@ -219,15 +233,9 @@ class TrainerBase:
         self.sample_cls, self.joint_sample_cls = sample_cls, joint_sample_cls
         self.shuffle_rng = random.Random(self.args.seed if self.args.seed is not None else 0)
 
-    @classmethod
-    def supports_multi_process(cls) -> bool:
-        """Whether the family trains through the shared loop, which shards global batches
-        across ranks (a subclass that replaces ``train`` does not)."""
-        return cls.train is TrainerBase.train
-
     def fsdp_unsupported_reason(self, args) -> str | None:
         """Why this trainer cannot shard its agents with FSDP2 under ``args`` (None: it can)."""
-        if not self.supports_multi_process():
+        if not self.multi_process_ready:
             return "its training loop does not run under several processes"
         if args.parallel_training == "mp":
             return "parallel_training='mp' (agent worker threads) is not combined with FSDP"
@@ -238,11 +246,6 @@ class TrainerBase:
         """Joint actions rolled out so far in this run (the x-axis of the training records;
         :attr:`run_state` holds it with the run's other counters)."""
         return self.run_state.environment_steps
-
-    @property
-    def is_main_process(self) -> bool:
-        """Whether this process logs, evaluates and saves (rank 0, or the only process)."""
-        return self.dist.is_main
 
     def run_config(self) -> dict[str, Any]:
         """The run description logged to W&B: model, agent count, algorithm, and the config
@@ -270,12 +273,6 @@ class TrainerBase:
         """Every optimizer the checkpoint must hold, in a stable order."""
         return list(getattr(self, "optimizers", []))
 
-    def schedulers_list(self) -> list:
-        """Every LR scheduler of the family's own (``self.schedulers``) that the checkpoint
-        must hold, in a stable order (those of ``lr_scheduler_type`` travel in the core's
-        state, see :meth:`state_dict`)."""
-        return list(getattr(self, "schedulers", []))
-
     def checkpoint_loop_limits(self) -> tuple[int, int | None]:
         """(stages, cursor positions per stage) for checkpoint cursor checks and for telling a
         mid-stage save from a stage-end one (None: not known yet)."""
@@ -284,11 +281,11 @@ class TrainerBase:
     def state_dict(self) -> dict[str, Any]:
         """The resumable state as plain data: the core's (:meth:`Checkpointing.core_state`);
         families extend it through ``super()`` with their own."""
-        return self.checkpointing.core_state()
+        return self.checkpointing.core_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        self.checkpointing.load_core_state(state)
+        self.checkpointing.load_core_state(self, state)
 
     # ----------------------------------------------------------------- the family contract
     def num_stages(self) -> int:
@@ -380,6 +377,7 @@ class TrainerBase:
         check_generation_kwargs(generation_kwargs)
         self.before_training(resume_from_checkpoint)
         session = self.checkpointing.session(
+            self,
             resume_from_checkpoint,
             checkpoint_dir,
             checkpoint_interval,
@@ -389,7 +387,7 @@ class TrainerBase:
         self.generation_kwargs = dict(generation_kwargs)
         self.checkpointing.training = True
         try:
-            loop.TrainingLoop(self, session).run()
+            loop.TrainingLoop(session, self.run_state).run(self)
         finally:
             self.checkpointing.training = False
             self.checkpointing.remember(session)
@@ -404,7 +402,7 @@ class TrainerBase:
         Resume from it with ``train(resume_from_checkpoint=output_dir)`` or restore it with
         :meth:`load_checkpoint`. A checkpoint already there is replaced atomically; call it
         between ``train()`` calls, not during one."""
-        return self.checkpointing.save_to(output_dir)
+        return self.checkpointing.save_to(self, output_dir)
 
     def load_checkpoint(self, path: str | os.PathLike) -> dict[str, Any]:
         """Restore weights, optimizers, counters, callbacks and random generators from the
@@ -412,7 +410,7 @@ class TrainerBase:
         same checks a resume runs; returns where it stands (``epoch``, ``position``,
         ``env_step``, ...). A later ``train()`` starts from the first epoch with this state;
         ``train(resume_from_checkpoint=path)`` continues from the checkpoint's position."""
-        return self.checkpointing.load_from(path)
+        return self.checkpointing.load_from(self, path)
 
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
         """Roll out one joint sample per eval item and turn; log and return turn metrics."""
