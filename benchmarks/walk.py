@@ -257,8 +257,16 @@ def walks() -> list[Walk]:
     return out
 
 
+def hops_table(w: Walk) -> list[str]:
+    """One walk's hops as a markdown table, then its objective files."""
+    lines = ["| # | file | function | indirection |", "|---|---|---|---|"]
+    for i, hop in enumerate(w.hops, 1):
+        lines.append(f"| {i} | `{hop.file}` | `{hop.function}` | {hop.via or ''} |")
+    return lines + ["", "Objective files: " + ", ".join(f"`{f}`" for f in w.objective) + "."]
+
+
 def render(results: list[Walk]) -> str:
-    """The walk section of docs/architecture.md."""
+    """The walk section of docs/architecture.md: every family's counts, the first one's hops."""
     lines = [START, ""]
     lines.append(
         "| step | hops | files on the walk | indirections | objective files | files in the trace |"
@@ -269,12 +277,7 @@ def render(results: list[Walk]) -> str:
             f"| {w.name} | {len(w.hops)} | {len(w.walk_files)} | {w.indirections} | "
             f"{len(w.objective)} | {len(w.files)} |"
         )
-    for w in results:
-        lines += ["", f"### {w.name}", ""]
-        lines += ["| # | file | function | indirection |", "|---|---|---|---|"]
-        for i, hop in enumerate(w.hops, 1):
-            lines.append(f"| {i} | `{hop.file}` | `{hop.function}` | {hop.via or ''} |")
-        lines += ["", "Objective files: " + ", ".join(f"`{f}`" for f in w.objective) + "."]
+    lines += ["", f"{results[0].name}'s hops:", ""] + hops_table(results[0])
     lines += ["", END]
     return "\n".join(lines) + "\n"
 
@@ -290,9 +293,15 @@ def updated(text: str, section: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.walk", description=__doc__)
     p.add_argument("--check", action="store_true", help="exit 1 when docs/architecture.md is stale")
+    p.add_argument("--print", action="store_true", help="print every family's hops; write nothing")
     args = p.parse_args(argv)
+    results = walks()
+    if args.print:
+        for w in results:
+            print("\n".join([f"## {w.name}", "", *hops_table(w), ""]))
+        return 0
     text = DOC.read_text()
-    new = updated(text, render(walks()))
+    new = updated(text, render(results))
     if args.check:
         return 0 if new == text else 1
     DOC.write_text(new)
