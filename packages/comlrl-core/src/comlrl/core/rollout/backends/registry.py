@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "comlrl.rollout_backends"
 FIELD = "rollout_backend"
+# What build_rollout_backend checks a factory's result for (RolloutBackend's methods).
+PROTOCOL_METHODS = ("generate_ids", "on_weights_updated")
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,3 @@ def build_rollout_backend(host: BackendHost, name: str | None = None) -> TextSam
             "(comlrl.core.rollout.backends.RolloutBackend)."
         )
     return with_text(backend, host.tokenizers)
-
-
-PROTOCOL_METHODS = ("generate_ids", "on_weights_updated")
