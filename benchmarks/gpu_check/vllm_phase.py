@@ -4,7 +4,7 @@ speed of the HF backend (direct step) against the vLLM backend on the check's tw
 Usage: ``python -m benchmarks.gpu_check.vllm_phase SPEC.json``; prints one tagged line per
 result (the path checks' format, ``GPU_CHECK {...}``):
 
-- ``vllm_conformance``: ``pytest tests/rollout/test_vllm_gpu_conformance.py`` with the check's
+- ``vllm_conformance``: ``pytest tests/core/rollout/test_vllm_gpu_conformance.py`` with the check's
   first agent as the model (``COMLRL_VLLM_TEST_MODEL``).
 - ``vllm_decode_speed``: N = 2 agents, K = 8 samples of each of ``prompts`` prompts, up to
   ``max_new_tokens`` tokens; generated tokens per wall second of each backend after one
@@ -51,7 +51,7 @@ def run_conformance(spec: dict) -> None:
         return
     env = dict(os.environ, COMLRL_VLLM_TEST_MODEL=spec["agent_dirs"][0])
     cmd = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-q", "-p", "no:cacheprovider"]
-    cmd.append("tests/rollout/test_vllm_gpu_conformance.py")
+    cmd.append("tests/core/rollout/test_vllm_gpu_conformance.py")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
     summary = tail[-1] if tail else ""
@@ -68,9 +68,10 @@ def decode_speed(spec: dict) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from comlrl.core.rollout.backend import HFBackend
+    from comlrl.core.rollout.backends import BackendInputs
+    from comlrl.core.rollout.backends.hf import HFBackend
+    from comlrl.core.rollout.backends.vllm.backend import build_vllm_backend
     from comlrl.core.rollout.generation import SamplingParams, tokenize_prompts
-    from comlrl.core.rollout.vllm.backend import build_vllm_backend
     from comlrl.core.testing import prompts
 
     shape = SPEED_SHAPE[spec["size"]]
@@ -82,18 +83,17 @@ def decode_speed(spec: dict) -> None:
     ]
     params = SamplingParams(max_new_tokens=shape["max_new_tokens"], temperature=1.0, top_p=1.0)
     ids = [tokenize_prompts(t, prompts(shape["prompts"])) for t in toks]
-    trainer = SimpleNamespace(
-        args=SimpleNamespace(
+    inputs = BackendInputs(
+        models,
+        toks,
+        SimpleNamespace(
             rollout_backend_options={"gpu_memory_utilization": 0.25, "dtype": spec["dtype"]},
             seed=spec.get("seed", 0),
         ),
-        agents=models,
-        tokenizers=toks,
-        dist=SimpleNamespace(sharding=None),
     )
     backends = {
         "hf_direct": HFBackend(models, toks, fast_path="direct"),
-        "vllm": build_vllm_backend(trainer),
+        "vllm": build_vllm_backend(inputs),
     }
     rates = {}
     for name, backend in backends.items():

@@ -8,7 +8,7 @@ import torch
 
 import comlrl.core.rollout.generation as generation
 from comlrl.core.rollout import static_decode
-from comlrl.core.rollout.backend import HFBackend
+from comlrl.core.rollout.backends.hf import HFBackend
 from comlrl.core.rollout.decoding import decode_compacting
 from comlrl.core.rollout.generation import SamplingParams, left_pad, tokenize_prompts
 from comlrl.core.rollout.static_decode import choose_decoder, decode_static, fast_path_blocker

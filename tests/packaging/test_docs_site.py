@@ -90,11 +90,7 @@ def test_the_strict_build_fails_on_dead_anchors():
 # Public methods and extension points the API page must show (rendered in the build test).
 API_OBJECTS = {
     "comlrl.core.trainer.TrainerBase": ["train", "evaluate", "save_model"],
-    "comlrl.core.rollout.backend.RolloutBackend": [
-        "generate_ids",
-        "generate",
-        "on_weights_updated",
-    ],
+    "comlrl.core.rollout.backends.protocol.RolloutBackend": ["generate_ids", "on_weights_updated"],
     "comlrl.core.logging.sink.Sink": ["write", "close"],
 }
 

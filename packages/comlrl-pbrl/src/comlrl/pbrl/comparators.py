@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from comlrl.core.centralized import CentralizedCollaboration
-from comlrl.core.rollout.backend import HFBackend
+from comlrl.core.rollout.backends.hf import HFBackend
 from comlrl.core.rollout.generation import SamplingParams
 from comlrl.pbrl.api import ApiClient
 

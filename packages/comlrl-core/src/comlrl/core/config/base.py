@@ -41,7 +41,10 @@ from comlrl.core.models.setup import check_peft_config
 from comlrl.core.monitors.config import check_monitors
 from comlrl.core.placement.devices import normalize_parallel_training
 from comlrl.core.rewards.caller import CALL_MODES as REWARD_CALL_MODES
-from comlrl.core.rollout.backends import check_rollout_backend, check_rollout_backend_options
+from comlrl.core.rollout.backends.registry import (
+    check_rollout_backend,
+    check_rollout_backend_options,
+)
 from comlrl.core.rollout.chat import check_chat_settings, check_system_prompts
 from comlrl.core.training.schedule import LR_SCHEDULERS, check_schedule
 

@@ -1,1 +1,2 @@
-"""Rollouts: prompt formatting and chat templates, decoding backends, and the rollout tree."""
+"""Rollouts: prompt formatting and chat templates, the rollout backends (`backends/`),
+decoding, and the rollout tree."""

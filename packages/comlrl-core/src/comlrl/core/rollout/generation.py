@@ -180,7 +180,7 @@ def sample_rows(
 
     ``generator`` seeds the draws of :func:`decode_compacting`; ``model.generate`` always draws
     from the process-wide generator, so a caller that needs a seed on that path seeds it
-    (see :class:`~comlrl.core.rollout.backend.HFBackend`)."""
+    (see :class:`~comlrl.core.rollout.backends.hf.HFBackend`)."""
     # Greedy decoding of K > 1 copies is rejected by ``generate``; leave that error to it.
     greedy_copies = not gen_kwargs.get("do_sample") and num_samples > 1
     if not greedy_copies and supports_compacting(model, gen_kwargs):

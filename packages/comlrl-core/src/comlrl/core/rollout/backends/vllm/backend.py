@@ -6,8 +6,8 @@ of its own (agents that are one shared model object share it). After an agent's 
 step, its fresh adapter or weights reach the engine before its next rollout (:mod:`.weights`).
 
 Everything here drives an :class:`Engine`, so it runs and is tested without vLLM: the real
-engine is :class:`comlrl.core.rollout.vllm.engine.VLLMEngine`; the tests use an in-process fake
-(tests/rollout/fake_engine.py).
+engine is :class:`comlrl.core.rollout.backends.vllm.engine.VLLMEngine`; the tests use an in-process fake
+(tests/core/rollout/fake_engine.py).
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from comlrl.core.rollout.backend import SampledIds, TokenBackend, check_seeds
-from comlrl.core.rollout.generation import eos_ids_of
-from comlrl.core.rollout.vllm.adapters import AdapterBook, AdapterSlot
-from comlrl.core.rollout.vllm.options import VLLMOptions, vllm_options
-from comlrl.core.rollout.vllm.sampling import sampling_kwargs
-from comlrl.core.rollout.vllm.weights import WeightSync
+from comlrl.core.rollout.backends.protocol import BackendInputs, SampledIds, check_seeds
+from comlrl.core.rollout.backends.text import TextSampling
+from comlrl.core.rollout.backends.vllm.adapters import AdapterBook, AdapterSlot
+from comlrl.core.rollout.backends.vllm.options import VLLMOptions, vllm_options
+from comlrl.core.rollout.backends.vllm.sampling import sampling_kwargs
+from comlrl.core.rollout.backends.vllm.weights import WeightSync
+from comlrl.core.rollout.generation import SamplingParams, eos_ids_of
 
 if TYPE_CHECKING:
-    from comlrl.core.trainer import TrainerBase
+    pass
 
 DIAGNOSTIC_KEY = "rollout/logprob_abs_diff"
 
@@ -120,9 +121,9 @@ def base_source(model: Any) -> str:
     return source
 
 
-class VLLMBackend(TokenBackend):
+class VLLMBackend(TextSampling):
     """Rollouts from vLLM engines (see the module docstring), through the same seam as
-    :class:`~comlrl.core.rollout.backend.HFBackend`: ids in, ids out, each completion cut after
+    :class:`~comlrl.core.rollout.backends.hf.HFBackend`: ids in, ids out, each completion cut after
     its first EOS, with the sampler's per-token log-probs.
 
     ``engines`` pairs each :class:`EnginePlan` with its engine; ``models`` are the trained
@@ -163,8 +164,15 @@ class VLLMBackend(TokenBackend):
         self._diff_sum, self._diff_tokens = 0.0, 0
 
     # ------------------------------------------------------------------ the seam
-    def generate_ids(self, agent, prompt_ids, n, params, seeds=None) -> list[SampledIds]:
-        """See :meth:`comlrl.core.rollout.backend.RolloutBackend.generate_ids`. Calls take
+    def generate_ids(
+        self,
+        agent: int,
+        prompt_ids: Sequence[Sequence[int]],
+        n: int,
+        params: SamplingParams,
+        seeds: Sequence[int] | None = None,
+    ) -> list[SampledIds]:
+        """See :meth:`~comlrl.core.rollout.backends.protocol.RolloutBackend.generate_ids`. Calls take
         turns (``parallel_training='mp'`` runs agents in threads; an engine is not
         thread-safe, and agents of one base share theirs)."""
         with self._lock:
@@ -335,34 +343,34 @@ def save_for_engine(model: Any, tokenizer: Any, root: str) -> str:
 
 
 def build_vllm_backend(
-    trainer: TrainerBase, engine_factory: EngineFactory | None = None
+    inputs: BackendInputs, engine_factory: EngineFactory | None = None
 ) -> VLLMBackend:
-    """The ``vllm`` backend for a trainer whose agents are loaded (the registry's factory).
+    """The ``vllm`` backend for loaded agents (the registry's factory).
 
     ``engine_factory`` builds each engine (default: :class:`~.engine.VLLMEngine`, which imports
     vLLM); the tests pass an in-process fake."""
-    options = vllm_options(getattr(trainer.args, "rollout_backend_options", None))
-    if trainer.sync.sharded is not None or trainer.dist.sharding == "fsdp":
+    options = vllm_options(getattr(inputs.args, "rollout_backend_options", None))
+    if inputs.fsdp:
         raise ValueError(
             "rollout_backend='vllm' cannot serve FSDP-sharded agents (each engine needs the "
             "whole model); use distributed_mode='ddp' or rollout_backend='hf'."
         )
     if engine_factory is None:
-        from comlrl.core.rollout.vllm.engine import VLLMEngine
+        from comlrl.core.rollout.backends.vllm.engine import VLLMEngine
 
         engine_factory = VLLMEngine
     root = tempfile.mkdtemp(prefix="comlrl-vllm-")
     atexit.register(shutil.rmtree, root, ignore_errors=True)
-    seed = trainer.args.seed or 0
+    seed = inputs.args.seed or 0
     engines = []
-    for plan in plan_engines(trainer.agents):
-        first = trainer.agents[plan.agents[0]]
+    for plan in plan_engines(inputs.agents):
+        first = inputs.agents[plan.agents[0]]
         rank = None
         if plan.uses_adapters:
             source = base_source(first)
             rank = options.max_lora_rank or lora_rank(first)
         else:
-            source = save_for_engine(first, trainer.tokenizers[plan.agents[0]], root)
+            source = save_for_engine(first, inputs.tokenizers[plan.agents[0]], root)
         engine = engine_factory(
             source,
             max_loras=len(plan.agents) if plan.uses_adapters else 0,
@@ -371,4 +379,4 @@ def build_vllm_backend(
             seed=seed,
         )
         engines.append((plan, engine))
-    return VLLMBackend(trainer.agents, trainer.tokenizers, engines, options, root)
+    return VLLMBackend(inputs.agents, inputs.tokenizers, engines, options, root)

@@ -9,13 +9,12 @@ import importlib.util
 import pytest
 
 from comlrl.core.errors import MissingPackageError
-from comlrl.core.rollout import backends
+from comlrl.core.rollout.backends.vllm.adapters import AdapterBook
+from comlrl.core.rollout.backends.vllm.engine import llm_kwargs
+from comlrl.core.rollout.backends.vllm.options import VLLMOptions, vllm_options
+from comlrl.core.rollout.backends.vllm.sampling import sampling_kwargs
+from comlrl.core.rollout.backends.vllm.weights import WeightSync
 from comlrl.core.rollout.generation import SamplingParams
-from comlrl.core.rollout.vllm.adapters import AdapterBook
-from comlrl.core.rollout.vllm.engine import llm_kwargs
-from comlrl.core.rollout.vllm.options import VLLMOptions, vllm_options
-from comlrl.core.rollout.vllm.sampling import sampling_kwargs
-from comlrl.core.rollout.vllm.weights import WeightSync
 
 
 def test_sampling_maps_one_to_one():
@@ -126,7 +125,7 @@ def test_engine_kwargs_share_the_gpu_and_serve_one_lora_per_agent():
 def test_core_imports_no_vllm():
     import sys
 
-    import comlrl.core.rollout.vllm.backend  # noqa: F401
+    import comlrl.core.rollout.backends.vllm.backend  # noqa: F401
     import comlrl.core.trainer  # noqa: F401
 
     assert "vllm" not in sys.modules
@@ -159,37 +158,6 @@ def test_without_vllm_the_command_fails_in_one_line_before_any_model_loads(tmp_p
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and "pip install 'comlrl-core[vllm]'" in lines[0], proc.stderr
-
-
-def test_unknown_backends_list_the_valid_ones():
-    with pytest.raises(
-        ValueError, match="rollout_backend='sglang' is not a known.*valid: hf, vllm"
-    ):
-        backends.check_rollout_backend("sglang")
-
-
-def test_a_registered_backend_is_chosen_by_name_and_checked():
-    built = []
-
-    def factory(trainer):
-        built.append(trainer)
-        return "backend"
-
-    backends.register_rollout_backend(
-        "mine", factory, requires=["no_such_module_xyz"], install="pip install mine"
-    )
-    try:
-        assert "mine" in backends.available_rollout_backends()
-        with pytest.raises(ValueError, match="needs no_such_module_xyz.*pip install mine"):
-            backends.check_rollout_backend("mine")
-        backends.unregister_rollout_backend("mine")
-        backends.register_rollout_backend("mine", factory)
-        trainer = type("T", (), {"args": type("A", (), {"rollout_backend": "MINE"})()})()
-        assert backends.build_rollout_backend(trainer) == "backend" and built == [trainer]
-        with pytest.raises(ValueError, match="already registered"):
-            backends.register_rollout_backend("mine", factory)
-    finally:
-        backends.unregister_rollout_backend("mine")
 
 
 def test_hf_takes_only_its_own_options():

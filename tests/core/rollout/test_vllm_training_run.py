@@ -8,16 +8,16 @@ import pytest
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.rollout import backends
-from comlrl.core.rollout.vllm.backend import VLLMBackend, build_vllm_backend
+from comlrl.core.rollout.backends.vllm.backend import VLLMBackend, build_vllm_backend
+from tests.core.rollout.fake_engine import FakeEngine
 from tests.reinforce.helpers import make_trainer
-from tests.rollout.fake_engine import FakeEngine
 
 
 @pytest.fixture
 def fake_vllm():
     backends.register_rollout_backend(
         "fake_vllm",
-        lambda trainer: build_vllm_backend(trainer, FakeEngine),
+        lambda inputs: build_vllm_backend(inputs, FakeEngine),
         check_options=lambda options: None,
     )
     FakeEngine.instances.clear()

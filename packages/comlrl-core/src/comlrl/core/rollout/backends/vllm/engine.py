@@ -17,9 +17,9 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from comlrl.core.rollout.vllm.adapters import AdapterSlot
-from comlrl.core.rollout.vllm.backend import EngineRequest, EngineSample
-from comlrl.core.rollout.vllm.options import VLLMOptions
+from comlrl.core.rollout.backends.vllm.adapters import AdapterSlot
+from comlrl.core.rollout.backends.vllm.backend import EngineRequest, EngineSample
+from comlrl.core.rollout.backends.vllm.options import VLLMOptions
 
 # Attribute paths from ``LLM`` to the model it runs, newest vLLM first.
 _MODEL_PATHS = (
@@ -101,7 +101,7 @@ class VLLMEngine:
         self.llm = vllm.LLM(**kwargs)
 
     def generate(self, requests: Sequence[EngineRequest]) -> list[list[EngineSample]]:
-        """See :meth:`comlrl.core.rollout.vllm.backend.Engine.generate`."""
+        """See :meth:`comlrl.core.rollout.backends.vllm.backend.Engine.generate`."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.lora.request import LoRARequest
@@ -123,7 +123,7 @@ class VLLMEngine:
         return [[_sample(c) for c in out.outputs] for out in outs]
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """See :meth:`comlrl.core.rollout.vllm.backend.Engine.load_weights`."""
+        """See :meth:`comlrl.core.rollout.backends.vllm.backend.Engine.load_weights`."""
         model = self._model()
         if model is not None:
             model.load_weights(weights)
@@ -141,17 +141,17 @@ class VLLMEngine:
         apply_model(lambda m: m.load_weights(items))
 
     def drop_adapter(self, slot: AdapterSlot) -> None:
-        """See :meth:`comlrl.core.rollout.vllm.backend.Engine.drop_adapter`."""
+        """See :meth:`comlrl.core.rollout.backends.vllm.backend.Engine.drop_adapter`."""
         remove = getattr(self.llm.llm_engine, "remove_lora", None)
         if remove is not None:
             remove(slot.lora_id)
 
     def sleep(self) -> None:
-        """See :meth:`comlrl.core.rollout.vllm.backend.Engine.sleep` (vLLM sleep level 1)."""
+        """See :meth:`comlrl.core.rollout.backends.vllm.backend.Engine.sleep` (vLLM sleep level 1)."""
         self.llm.sleep(level=1)
 
     def wake_up(self) -> None:
-        """See :meth:`comlrl.core.rollout.vllm.backend.Engine.wake_up`."""
+        """See :meth:`comlrl.core.rollout.backends.vllm.backend.Engine.wake_up`."""
         self.llm.wake_up()
 
     def _model(self) -> Any:

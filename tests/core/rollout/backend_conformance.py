@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from comlrl.core.logprobs.engine import token_logprobs
+from comlrl.core.rollout.backends.text import with_text
 from comlrl.core.rollout.generation import SamplingParams, tokenize_prompts
 from comlrl.core.testing import prompts
 
@@ -91,7 +92,9 @@ class BackendConformance:
     def test_text_form_is_the_same_sampling(self, harness):
         tok = harness.tokenizers[0]
         texts = prompts(3)
-        by_text = harness.backend.generate(0, texts, K, sampling(), SEEDS)
+        # The text form core samples through (a plugin backend gets it from the registry).
+        text = with_text(harness.backend, harness.tokenizers)
+        by_text = text.generate(0, texts, K, sampling(), SEEDS)
         by_ids = harness.backend.generate_ids(0, tokenize_prompts(tok, texts), K, sampling(), SEEDS)
         assert [s.completion_ids for s in by_text] == [r.completion_ids for r in by_ids]
         assert [s.prompt for s in by_text] == texts

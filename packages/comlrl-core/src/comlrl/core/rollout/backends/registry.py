@@ -1,20 +1,19 @@
 """The rollout-backend registry: the names the ``rollout_backend`` config field accepts.
 
-Built in: ``hf`` (the trainer's own models, :class:`~comlrl.core.rollout.backend.HFBackend`)
-and ``vllm`` (a colocated vLLM engine; needs the ``vllm`` extra, ``pip install
+Built in: ``hf`` (the agents' own models, :class:`~.hf.HFBackend`) and ``vllm`` (a colocated
+vLLM engine, :class:`~.vllm.backend.VLLMBackend`; needs the ``vllm`` extra, ``pip install
 'comlrl-core[vllm]'``). A third-party backend registers in-process with
 :func:`register_rollout_backend`, or from its own package through the entry-point group
-``comlrl.rollout_backends``, whose object is the factory::
+``comlrl.rollout_backends``, whose object is the factory (or a :class:`BackendEntry`)::
 
     [project.entry-points."comlrl.rollout_backends"]
     mine = "my_pkg.backend:build"
 
-A factory takes the trainer (after its agents and tokenizers are loaded; it reads
-``trainer.agents``, ``trainer.tokenizers`` and ``trainer.args``, whose
-``rollout_backend_options`` holds the backend's own settings) and returns an object with the
-:class:`~comlrl.core.rollout.backend.RolloutBackend` methods. ``requires`` names the modules a
-backend needs: when one is missing, the config check fails before any model loads, with the
-install line. See docs/rollout_backends.md.
+A factory takes a :class:`~.protocol.BackendInputs` (the loaded agents, their tokenizers and
+the run's config, whose ``rollout_backend_options`` holds the backend's own settings) and
+returns a :class:`~.protocol.RolloutBackend`. ``requires`` names the modules a backend needs:
+when one is missing, the config check fails before any model loads, with the install line.
+See docs/rollout_backends.md.
 """
 
 from __future__ import annotations
@@ -23,46 +22,55 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from comlrl.core.rollout.backends.protocol import BackendInputs, RolloutBackend
+from comlrl.core.rollout.backends.text import TextSampling, with_text
+
+if TYPE_CHECKING:
+    from comlrl.core.config.base import CommonConfig
+    from comlrl.core.distributed import DistributedContext
 
 ENTRY_POINT_GROUP = "comlrl.rollout_backends"
 FIELD = "rollout_backend"
+# What build_rollout_backend checks a factory's result for (RolloutBackend's methods).
+PROTOCOL_METHODS = ("generate_ids", "on_weights_updated")
 
 
 @dataclass(frozen=True)
 class BackendEntry:
     """A registered backend: its factory, the modules it imports, and how to install them."""
 
-    factory: Callable[[Any], Any]
+    factory: Callable[[BackendInputs], RolloutBackend]
     requires: tuple[str, ...] = ()
     install: str | None = None
     # check_options(options dict or None) raises a ValueError for bad rollout_backend_options
     check_options: Callable[[Any], Any] | None = None
 
 
-def _hf(trainer) -> Any:
-    from comlrl.core.rollout.backend import HFBackend
+def _hf(inputs: BackendInputs) -> RolloutBackend:
+    from comlrl.core.rollout.backends.hf import HFBackend
 
-    a = trainer.args
+    a = inputs.args
     options = _hf_options(a.rollout_backend_options)
     return HFBackend(
-        trainer.agents,
-        trainer.tokenizers,
+        inputs.agents,
+        inputs.tokenizers,
         a.generation_batch_size,
         fast_path=a.decode_fast_path,
         mixed_adapters=options["mixed_adapters"],
     )
 
 
-def _vllm(trainer) -> Any:
+def _vllm(inputs: BackendInputs) -> RolloutBackend:
     # Imported only when chosen: core never imports vllm otherwise.
-    from comlrl.core.rollout.vllm.backend import build_vllm_backend
+    from comlrl.core.rollout.backends.vllm.backend import build_vllm_backend
 
-    return build_vllm_backend(trainer)
+    return build_vllm_backend(inputs)
 
 
 def _vllm_options(options) -> Any:
-    from comlrl.core.rollout.vllm.options import vllm_options
+    from comlrl.core.rollout.backends.vllm.options import vllm_options
 
     return vllm_options(options)
 
@@ -106,13 +114,15 @@ _REGISTERED: dict[str, BackendEntry] = {}
 
 def register_rollout_backend(
     name: str,
-    factory: Callable[[Any], Any],
+    factory: Callable[[BackendInputs], RolloutBackend],
     *,
     requires: Sequence[str] = (),
     install: str | None = None,
     check_options: Callable[[Any], Any] | None = None,
 ) -> None:
-    """Make ``rollout_backend: name`` build its backend with ``factory(trainer)``.
+    """Make ``rollout_backend: name`` build its backend with ``factory(inputs)``, where
+    ``inputs`` is a :class:`~.protocol.BackendInputs` and the result implements
+    :class:`~.protocol.RolloutBackend`.
 
     ``requires`` lists importable module names the backend needs and ``install`` the command
     that provides them; both go into the config-time error when one is missing.
@@ -199,7 +209,38 @@ def check_rollout_backend_options(name: str, options: Any) -> None:
         entry.check_options(options)
 
 
-def build_rollout_backend(trainer, name: str | None = None) -> Any:
-    """The backend ``name`` (default: ``trainer.args.rollout_backend``) built for ``trainer``."""
-    key = check_rollout_backend(name if name is not None else trainer.args.rollout_backend)
-    return _entry(key).factory(trainer)
+class BackendHost(Protocol):
+    """What :func:`build_rollout_backend` reads of its host (a trainer whose agents are
+    loaded): the agents, their tokenizers, the run's config and its distributed context."""
+
+    @property
+    def agents(self) -> Sequence[Any]: ...
+
+    @property
+    def tokenizers(self) -> Sequence[Any]: ...
+
+    @property
+    def args(self) -> CommonConfig: ...
+
+    @property
+    def dist(self) -> DistributedContext: ...
+
+
+def build_rollout_backend(host: BackendHost, name: str | None = None) -> TextSampling:
+    """The backend ``name`` (default: the host's ``rollout_backend`` field), built by its
+    factory from the host's agents, tokenizers and config, with the text form
+    (:func:`~.text.with_text`). A factory whose result lacks a protocol method is refused,
+    naming the backend and the methods."""
+    key = check_rollout_backend(name if name is not None else host.args.rollout_backend)
+    inputs = BackendInputs(
+        host.agents, host.tokenizers, host.args, fsdp=host.dist.sharding == "fsdp"
+    )
+    backend = _entry(key).factory(inputs)
+    if not isinstance(backend, RolloutBackend):
+        lacking = [m for m in PROTOCOL_METHODS if not callable(getattr(backend, m, None))]
+        raise TypeError(
+            f"{FIELD}={key!r}: its factory returned a {type(backend).__name__}, which has no "
+            f"{', '.join(lacking)}; a rollout backend implements {' and '.join(PROTOCOL_METHODS)} "
+            "(comlrl.core.rollout.backends.RolloutBackend)."
+        )
+    return with_text(backend, host.tokenizers)

@@ -15,7 +15,7 @@ from transformers import (
 
 from comlrl.core.models.adapters import SharedBase  # noqa: E402
 from comlrl.core.rollout import mixed_adapters  # noqa: E402
-from comlrl.core.rollout.backend import HFBackend  # noqa: E402
+from comlrl.core.rollout.backends.hf import HFBackend  # noqa: E402
 from comlrl.core.rollout.generation import SamplingParams  # noqa: E402
 from comlrl.core.testing import tiny_model_dir  # noqa: E402
 

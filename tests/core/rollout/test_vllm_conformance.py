@@ -1,5 +1,5 @@
 """The vLLM backend's logic layer passes the conformance suite over an in-process fake
-engine (tests/rollout/fake_engine.py): full-weight agents (one engine each, weights pushed
+engine (tests/core/rollout/fake_engine.py): full-weight agents (one engine each, weights pushed
 after updates) and LoRA agents of one base (one engine, one adapter slot per agent)."""
 
 from __future__ import annotations
@@ -8,26 +8,23 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.core.rollout.vllm.backend import build_vllm_backend
+from comlrl.core.rollout.backends import BackendInputs
+from comlrl.core.rollout.backends.vllm.backend import build_vllm_backend
 from comlrl.core.testing import build_model, build_tokenizer, tiny_model_dir
-from tests.rollout.backend_conformance import BackendConformance, Harness, perturb, sampling
-from tests.rollout.fake_engine import FakeEngine
+from tests.core.rollout.backend_conformance import BackendConformance, Harness, perturb, sampling
+from tests.core.rollout.fake_engine import FakeEngine
 
 
-def fake_trainer(models, tokenizers, options=None):
-    args = SimpleNamespace(rollout_backend_options=options, seed=0)
-    return SimpleNamespace(
-        args=args,
-        agents=models,
-        tokenizers=tokenizers,
-        dist=SimpleNamespace(sharding=None),
-        sync=SimpleNamespace(sharded=None),
+def backend_inputs(models, tokenizers, options=None):
+    """What the registry gives a factory, for agents built here."""
+    return BackendInputs(
+        models, tokenizers, SimpleNamespace(rollout_backend_options=options, seed=0)
     )
 
 
 def harness_for(models, tok, options=None):
     FakeEngine.instances.clear()
-    backend = build_vllm_backend(fake_trainer(models, [tok, tok], options), FakeEngine)
+    backend = build_vllm_backend(backend_inputs(models, [tok, tok], options), FakeEngine)
     steps = iter(range(100))
 
     def update(agent):

@@ -2,7 +2,7 @@
 
 It is built like the real one (from a model folder or hub id, with LoRA slots when
 ``max_loras`` > 0), loads its own copy of the weights, takes the same requests
-(``vllm.SamplingParams`` keyword arguments from :mod:`comlrl.core.rollout.vllm.sampling`), and
+(``vllm.SamplingParams`` keyword arguments from :mod:`comlrl.core.rollout.backends.vllm.sampling`), and
 answers token ids with each sampled token's log-prob under the processed (tempered, truncated)
 distribution, as vLLM's ``processed_logprobs`` mode does. Adapters load from the folders the
 backend saves, by LoRA id, and weights through ``load_weights`` with Hugging Face names. So a
@@ -110,6 +110,6 @@ class FakeEngine:
             lps.append(lp)
             if tok in sp["stop_token_ids"]:
                 break
-        from comlrl.core.rollout.vllm.backend import EngineSample
+        from comlrl.core.rollout.backends.vllm.backend import EngineSample
 
         return EngineSample(new, lps if sp.get("logprobs") is not None else None)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.rollout.backend_conformance import BackendConformance, Harness, perturb
+from tests.core.rollout.backend_conformance import BackendConformance, Harness, perturb
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None, reason="vLLM is not installed"
@@ -23,9 +23,9 @@ def gpu_harness():
         pytest.skip("no CUDA device")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from comlrl.core.rollout.vllm.backend import build_vllm_backend
+    from comlrl.core.rollout.backends.vllm.backend import build_vllm_backend
     from comlrl.core.testing import tiny_model_dir
-    from tests.rollout.test_vllm_conformance import fake_trainer
+    from tests.core.rollout.test_vllm_conformance import backend_inputs
 
     path = os.environ.get("COMLRL_VLLM_TEST_MODEL") or tiny_model_dir(pretrain_steps=0)
     tok = AutoTokenizer.from_pretrained(path)
@@ -34,7 +34,7 @@ def gpu_harness():
         for _ in range(2)
     ]
     options = {"gpu_memory_utilization": 0.2, "dtype": "float32", "enforce_eager": True}
-    backend = build_vllm_backend(fake_trainer(models, [tok, tok], options))
+    backend = build_vllm_backend(backend_inputs(models, [tok, tok], options))
     steps = iter(range(100))
 
     def update(agent):

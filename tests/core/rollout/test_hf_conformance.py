@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.core.rollout.backend import HFBackend
+from comlrl.core.rollout.backends.hf import HFBackend
 from comlrl.core.testing import build_model, build_tokenizer
-from tests.rollout.backend_conformance import BackendConformance, Harness, perturb
+from tests.core.rollout.backend_conformance import BackendConformance, Harness, perturb
 
 
 @pytest.fixture

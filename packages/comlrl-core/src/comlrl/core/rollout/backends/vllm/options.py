@@ -23,7 +23,7 @@ class VLLMOptions:
     # level 1), so training gets the memory back; woken before the next rollout.
     enable_sleep_mode: bool = False
     # Push trained weights to the engine once this many optimizer steps have accumulated
-    # (checked before each rollout; see comlrl.core.rollout.vllm.weights).
+    # (checked before each rollout; see comlrl.core.rollout.backends.vllm.weights).
     weight_sync_interval: int = 1
     # Largest LoRA rank the engine serves (None: the agents' peft_config r).
     max_lora_rank: int | None = None
