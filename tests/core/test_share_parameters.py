@@ -44,3 +44,17 @@ def test_without_it_a_repeated_name_is_copied(tmp_path):
 def test_a_non_boolean_value_names_the_field(tmp_path):
     with pytest.raises(UserError, match=r"model_config.share_parameters must be true or false"):
         _trainer(tmp_path, share_parameters="yes")
+
+
+def test_share_parameters_with_adapters_is_refused_naming_both_fields(tmp_path):
+    from peft import LoraConfig
+
+    with pytest.raises(UserError, match=r"model_config.share_parameters=true with peft_config"):
+        MAGRPOTrainer(
+            agent_model=tiny_model_dir(),
+            num_agents=2,
+            model_config={"share_parameters": True},
+            train_dataset=DATA,
+            reward_func=lambda *c: [float(len(x)) for x in c[0]],
+            args=config(tmp_path, 1, peft_config=LoraConfig(r=2, target_modules=["q_proj"])),
+        )

@@ -39,6 +39,7 @@ from comlrl.core.loop.buffer import RolloutBuffer
 from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
 from comlrl.core.models import build_agents, resolve_agents, shares_parameters
+from comlrl.core.models.loading import check_sharing_with_adapters
 from comlrl.core.models.setup import prepare_agents
 from comlrl.core.monitors import Monitors
 from comlrl.core.placement import plan_workers
@@ -209,6 +210,7 @@ class TrainerBase:
         self.sync = GradientSync(self.dist, worker_groups)
         if not load_models:
             return
+        check_sharing_with_adapters(self.model_config, self.args.peft_config)
         self.agents, self.tokenizers = build_agents(
             self.sources,
             inputs.tokenizer,

@@ -64,6 +64,18 @@ def shares_parameters(model_config: dict | None) -> bool:
     return value
 
 
+def check_sharing_with_adapters(model_config: dict | None, peft_config: object) -> None:
+    """Refuse ``share_parameters`` together with ``peft_config``: adapters on one base give
+    each agent its own adapter, so the agents would not share their trainable weights as
+    ``share_parameters`` asks (and no option gives one adapter for every agent)."""
+    if peft_config is not None and shares_parameters(model_config):
+        raise UserError(
+            "model_config.share_parameters=true with peft_config: adapters give each agent its "
+            "own adapter on one shared base, not one set of trainable weights for every agent; "
+            "drop share_parameters (one adapter per agent) or peft_config (one shared model)."
+        )
+
+
 def model_load_kwargs(model_config: dict | None) -> dict:
     """``from_pretrained`` keyword arguments from a ``model_config`` dict.
 
