@@ -105,7 +105,7 @@ def test_the_error_line_keeps_flags_and_negative_numbers_and_drops_bullets(
 ):
     from comlrl.core.checkpoint import session
 
-    def refuse(self):  # a library check refusing the run (a user error)
+    def refuse(self, trainer):  # a library check refusing the run (a user error)
         raise UserError("-1 is not a valid seed; pass --set seed=0 instead:\n- first\n- second")
 
     monkeypatch.chdir(tmp_path)
@@ -118,7 +118,7 @@ def test_the_error_line_keeps_flags_and_negative_numbers_and_drops_bullets(
 def test_a_run_refused_inside_training_removes_the_dir_it_created(tmp_path, monkeypatch, capsys):
     from comlrl.core.checkpoint import session
 
-    def refuse(self):  # a library check refusing the run (a user error)
+    def refuse(self, trainer):  # a library check refusing the run (a user error)
         raise UserError("a check inside train() refused the run")
 
     monkeypatch.chdir(tmp_path)
