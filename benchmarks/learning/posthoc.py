@@ -11,6 +11,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comlrl.core.rollout import rollouts
+
 
 def length_ratio_items() -> list[dict]:
     """The length-ratio scoring prompts: every built-in training topic, then the eval topics
@@ -81,7 +83,7 @@ def agent_texts(trainer, items: Sequence[dict], samples_per_prompt: int, seed: i
     """``[agent][j]``: each agent's samples, sample ``k`` of prompt ``p`` at ``p * K + k``."""
     from comlrl.core.distributed import item_seed
 
-    params = trainer.rollouts.sampling_params()
+    params = rollouts.sampling_params(trainer)
     texts: list[list[str]] = []
     for agent in range(trainer.num_agents):
         prompts = [trainer.formatters[agent](item) for item in items]
@@ -99,7 +101,7 @@ def centralized_texts(trainer, collaboration, items, samples_per_prompt: int, se
     prompts = [trainer.formatters[0](item) for item in items]
     seeds = [item_seed(seed, j, 0) for j in range(len(items))]
     out = trainer.rollout_backend.generate(
-        0, prompts, samples_per_prompt, trainer.rollouts.sampling_params(), seeds
+        0, prompts, samples_per_prompt, rollouts.sampling_params(trainer), seeds
     )
     joint = [t for samples in out for t in samples.texts]
     owners = [item for item in items for _ in range(samples_per_prompt)]

@@ -25,6 +25,7 @@ from comlrl.core.config.fields import Integer
 from comlrl.core.config.knobs import NUM_GENERATIONS
 from comlrl.core.inputs import TrainerInputs, inputs_from
 from comlrl.core.loop.buffer import Batch, BufferEntry
+from comlrl.core.rollout import rollouts
 from comlrl.core.trainer import TrainerBase
 from comlrl.core.training.optim import build_adamw
 from comlrl.core.training.policy_update import PolicyRows, policy_step
@@ -88,7 +89,7 @@ class BestOfKTrainer(TrainerBase):
         return self.args.rollout_buffer_size
 
     def collect(self, unit) -> Batch:
-        _, nodes = self.rollouts.unit_trees(unit)
+        _, nodes = rollouts.unit_trees(self, unit)
         entries = []
         for node in nodes:
             best = int(np.argmax(node.rewards))

@@ -7,6 +7,7 @@ import pytest
 from tokenizers import processors
 
 from comlrl.core.commands.launch import DEFAULT_RUN, build_trainer
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.chat import ChatPrompt, encode_prompts
 from comlrl.core.testing import build_model, build_tokenizer
 from comlrl.reinforce import MAGRPOConfig, MAGRPOTrainer
@@ -71,7 +72,7 @@ def _trainer(tmp_path, tokenizers, **overrides):
 
 def _prompt_ids(trainer, agent: int) -> list[int]:
     prompt = trainer.formatters[agent](DATA[0])
-    params = trainer.rollouts.sampling_params()
+    params = rollouts.sampling_params(trainer)
     return trainer.rollout_backend.generate(agent, [prompt], 1, params)[0].prompt_ids
 
 

@@ -19,6 +19,7 @@ from comlrl.core.distributed import (
 )
 from comlrl.core.distributed.ranks import per_rank_config
 from comlrl.core.placement.devices import IndexedWorkers, current_worker
+from comlrl.core.rollout import rollouts
 
 FULL = {
     "RANK": "0",
@@ -206,12 +207,12 @@ def test_item_seeded_sampling_does_not_depend_on_the_batch(tmp_path):
             output_dir=str(tmp_path / "run"),
         ),
     )
-    params = trainer.rollouts.sampling_params()
+    params = rollouts.sampling_params(trainer)
     trainer.run_state.epoch = 0
 
     def ids(batch, offset):
         torch.manual_seed(offset + 123)  # the global generator must not matter
-        roots = trainer.rollouts.trees(batch, 3, params, offset=offset)
+        roots = rollouts.trees(trainer, batch, 3, params, offset=offset)
         return [root.samples[0].completion_ids for root in roots]
 
     both = ids(items, 0)

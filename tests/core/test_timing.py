@@ -11,6 +11,7 @@ import pytest
 
 import comlrl.core.loop.timing as timing
 from comlrl.core.loop.timing import DEFAULT_PHASES, PhaseTimer
+from comlrl.core.rollout import rollouts
 
 
 @pytest.fixture
@@ -127,13 +128,13 @@ def _iac(tmp_path):
 @pytest.mark.parametrize("build", [_magrpo, _iac], ids=["magrpo", "iac"])
 def test_trainer_generation_and_scoring_count_and_evaluation_does_not(tmp_path, build):
     trainer = build(tmp_path)
-    params = trainer.rollouts.sampling_params()
+    params = rollouts.sampling_params(trainer)
     prompts = [["Write a story about a cat."] for _ in range(trainer.num_agents)]
-    samples = trainer.rollouts.generate_per_agent(prompts, 2, params)
+    samples = rollouts.generate_per_agent(trainer, prompts, 2, params)
     assert trainer.timing.tokens == sum(s.num_tokens for agent in samples for s in agent)
     assert trainer.timing.seconds("generate") > 0.0
     texts = [agent[0].texts for agent in samples]
-    trainer.rollouts.score(texts, prompts=["p", "p"], batch_items=[{}, {}])
+    rollouts.score(trainer, texts, prompts=["p", "p"], batch_items=[{}, {}])
     assert trainer.timing.seconds("reward") > 0.0
     before = {p: trainer.timing.seconds(p) for p in trainer.timing_phases}
     tokens = trainer.timing.tokens

@@ -79,26 +79,29 @@ def _fingerprint(before, models) -> list[dict[str, list[float]]]:
     return out
 
 
-def _recording_samples(trainer) -> list:
-    """Wrap ``trainer.rollouts.generate_per_agent`` so every sampled completion's token ids are kept."""
+def _recording_samples(monkeypatch) -> list:
+    """Wrap the rollouts' ``generate_per_agent`` so every sampled completion's token ids are
+    kept."""
+    from comlrl.core.rollout import rollouts
+
     seen: list = []
-    generate = trainer.rollouts.generate_per_agent
+    generate = rollouts.generate_per_agent
 
     def recorded(*args, **kwargs):
         result = generate(*args, **kwargs)
         seen.append([[list(map(list, ps.completion_ids)) for ps in per] for per in result])
         return result
 
-    trainer.rollouts.generate_per_agent = recorded
+    monkeypatch.setattr(rollouts, "generate_per_agent", recorded)
     return seen
 
 
-def _run(case, tmp_path, **overrides) -> dict:
+def _run(case, tmp_path, monkeypatch, **overrides) -> dict:
     # Recorded in the dataset's order, before `shuffle_dataset` existed (test_epoch_order.py
     # covers the shuffled order).
     trainer = CASES[case](tmp_path, **{"shuffle_dataset": False, **overrides})
     before = _snapshot(trainer.agents)
-    samples = _recording_samples(trainer)
+    samples = _recording_samples(monkeypatch)
     trainer.train()
     return {"samples": samples, "updates": _fingerprint(before, trainer.agents)}
 
@@ -206,8 +209,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_seeded_run_reproduces_recorded_behaviour(tmp_path, case):
-    got = _run(case, tmp_path)
+def test_seeded_run_reproduces_recorded_behaviour(tmp_path, monkeypatch, case):
+    got = _run(case, tmp_path, monkeypatch)
     target = FIXTURE if RECORD == "1" else Path(RECORD) if RECORD else None
     if target is not None:
         recorded = json.loads(target.read_text()) if target.exists() else {}
@@ -220,10 +223,10 @@ def test_seeded_run_reproduces_recorded_behaviour(tmp_path, case):
 
 
 @pytest.mark.skipif(bool(RECORD), reason="recording the fixture")
-def test_a_one_percent_learning_rate_change_is_caught(tmp_path):
+def test_a_one_percent_learning_rate_change_is_caught(tmp_path, monkeypatch):
     """The tolerance must not hide a small real change: 1% more learning rate (everything else
     equal, so the same first samples) fails the comparison on the update fingerprint."""
     want = json.loads(FIXTURE.read_text())["magrpo"]
-    got = _run("magrpo", tmp_path, agent_learning_rate=1.01e-3)
+    got = _run("magrpo", tmp_path, monkeypatch, agent_learning_rate=1.01e-3)
     problems = _mismatches(got, want)
     assert problems and "sampled token ids differ" not in problems, problems[:3]

@@ -8,6 +8,7 @@ import torch
 
 from comlrl.core.compat import notices as compat_notices
 from comlrl.core.logging.jsonl import read_metrics
+from comlrl.core.rollout import rollouts
 from comlrl.core.testing import tiny_pair
 from comlrl.trainers.actor_critic import IACConfig, IACTrainer
 from comlrl.trainers.preference import (
@@ -122,7 +123,7 @@ def test_discount_still_shapes_magrpo_returns(tmp_path, monkeypatch):
             external_transition=again,
             args=args,
         )
-        (tree,) = trainer.rollouts.trees(ITEMS[:1], 2, trainer.rollouts.sampling_params())
+        (tree,) = rollouts.trees(trainer, ITEMS[:1], 2, rollouts.sampling_params(trainer))
         returns[gamma] = tree.returns[0]
     assert returns[1.0] == pytest.approx(2.0)  # r=1 at both turns
     assert returns[0.5] == pytest.approx(1.5)

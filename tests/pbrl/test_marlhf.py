@@ -8,6 +8,7 @@ import torch
 
 from comlrl.core.errors import UserError
 from comlrl.core.logging.jsonl import read_metrics
+from comlrl.core.rollout import rollouts
 from comlrl.core.testing import tiny_pair
 from comlrl.pbrl import JointRewardModel, MARLHFConfig, MARLHFTrainer
 from comlrl.pbrl.reward_model import (
@@ -196,15 +197,18 @@ def test_reward_model_scores_drive_the_rl_phase(tmp_path):
         args=_config(tmp_path),
     )
     completions = [["a b", "c"], ["d", "e f g"]]
-    via_rl = trainer.rl_trainer.rollouts.score(
-        completions, prompts=[PROMPTS[0]["prompt"]] * 2, batch_items=[PROMPTS[0]] * 2
+    via_rl = rollouts.score(
+        trainer.rl_trainer,
+        completions,
+        prompts=[PROMPTS[0]["prompt"]] * 2,
+        batch_items=[PROMPTS[0]] * 2,
     )
     direct = trainer.reward_model_scores(
         [[PROMPTS[0]["prompt"]] * 2, [PROMPTS[0]["prompt"]] * 2], completions
     )
     assert via_rl == pytest.approx(direct)
-    task = trainer.rollouts.score(
-        completions, prompts=[PROMPTS[0]["prompt"]] * 2, batch_items=[PROMPTS[0]] * 2
+    task = rollouts.score(
+        trainer, completions, prompts=[PROMPTS[0]["prompt"]] * 2, batch_items=[PROMPTS[0]] * 2
     )
     assert task == pytest.approx(ratio_reward(*completions))
 
@@ -227,13 +231,13 @@ def test_missing_rl_package_names_the_package(tmp_path, monkeypatch):
 
 
 def test_sources_and_devices_fail_in_init_before_any_generation(tmp_path, monkeypatch):
-    from comlrl.core.rollout.rollouts import Rollouts
+    from comlrl.core.rollout import rollouts as rollouts_module
 
     def no_generation(*args, **kwargs):
         raise AssertionError("generation must not start")
 
-    # Every rollout of every trainer samples through its Rollouts collaborator.
-    monkeypatch.setattr(Rollouts, "generate_per_agent", no_generation)
+    # Every rollout of every trainer samples through the rollouts' generate_per_agent.
+    monkeypatch.setattr(rollouts_module, "generate_per_agent", no_generation)
     agents, tok = two_agents()
     with pytest.raises(ValueError, match="critic"):
         MARLHFTrainer(

@@ -2,6 +2,7 @@
 another temperature (docs/preference.md says why)."""
 
 import comlrl.core.logprobs.kernels as kernels
+from comlrl.core.rollout import rollouts
 from comlrl.pbrl import MADPOConfig, MADPOTrainer
 
 from .helpers import FAST, PROMPTS, ratio_reward, two_agents
@@ -19,7 +20,7 @@ def test_madpo_scores_at_temperature_one_while_sampling_at_0_6(tmp_path, monkeyp
     trainer = MADPOTrainer(
         agents=agents, tokenizer=tok, train_dataset=PROMPTS[:2], reward_func=ratio_reward, args=args
     )
-    assert trainer.rollouts.sampling_params().temperature == 0.6
+    assert rollouts.sampling_params(trainer).temperature == 0.6
     seen = []
     original = kernels.selective_log_softmax
 

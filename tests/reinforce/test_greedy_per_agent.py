@@ -10,31 +10,36 @@ from comlrl.core.rollout.generation import SamplingParams
 from comlrl.reinforce.greedy import greedy_baselines
 
 
-class _StubRollouts:
-    """The rollouts surface greedy_baselines reads, scoring every joint action ``rewards``."""
-
-    def __init__(self, rewards):
-        self.rewards = rewards
-
-    def sampling_params(self, kw):
-        return SamplingParams()
-
-    def generate_per_agent(self, prompts, n, params):
-        return [[types.SimpleNamespace(texts=["x"]) for _ in p] for p in prompts]
-
-    def score(self, completions, prompts, batch_items):
-        return [self.rewards for _ in prompts]
-
-
 class _Stub:
-    """The trainer surface greedy_baselines reads."""
+    """The trainer surface greedy_baselines reads besides the rollouts."""
 
     num_agents = 2
     generation_kwargs: dict = {}
 
     def __init__(self, rewards):
-        self.rollouts = _StubRollouts(rewards)
+        self.rewards = rewards
         self.timing = types.SimpleNamespace(phase=lambda name: contextlib.nullcontext())
+
+
+@pytest.fixture(autouse=True)
+def stub_rollouts(monkeypatch):
+    """The rollouts greedy_baselines calls: one completion per prompt, every joint action
+    scored the stub trainer's ``rewards``."""
+    from comlrl.core.rollout import rollouts
+
+    monkeypatch.setattr(rollouts, "sampling_params", lambda t, kw: SamplingParams())
+    monkeypatch.setattr(
+        rollouts,
+        "generate_per_agent",
+        lambda t, prompts, n, params: [
+            [types.SimpleNamespace(texts=["x"]) for _ in p] for p in prompts
+        ],
+    )
+    monkeypatch.setattr(
+        rollouts,
+        "score",
+        lambda t, completions, prompts, batch_items: [t.rewards for _ in prompts],
+    )
 
 
 NODE = types.SimpleNamespace(prompts=["a", "b"], raw_prompts=["a"], item={})

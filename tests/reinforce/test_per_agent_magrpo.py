@@ -5,6 +5,7 @@ import torch
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.record import rollout_groups
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import CentralizedMAGRPOTrainer
@@ -43,7 +44,7 @@ def test_a_reward_for_agent_0_only_moves_only_agent_0(tmp_path, mode):
 
 def test_per_agent_advantages_use_each_agents_own_returns(tmp_path):
     trainer = make_trainer(tmp_path, reward=agent0_only)
-    _, nodes = trainer.rollouts.unit_trees(ItemBatch(0, 2, PROMPTS[:2], 0))
+    _, nodes = rollouts.unit_trees(trainer, ItemBatch(0, 2, PROMPTS[:2], 0))
     node = nodes[0]
     assert node.per_agent
     sample0 = rollout_groups([node], 0)[0]

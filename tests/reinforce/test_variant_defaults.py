@@ -8,6 +8,7 @@ import pytest
 
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.loop import ItemBatch
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.record import RolloutGroup
 from comlrl.core.testing import tiny_pair
 from comlrl.reinforce import (
@@ -79,7 +80,7 @@ def test_greedy_baseline_is_the_reward_of_an_independent_greedy_rollout(tmp_path
     trainer = _remax(tmp_path)
     batch = trainer.collect(ItemBatch(0, 2, items=list(PROMPTS[:2]), offset=0))
     samples = [rec.samples[0][0] for rec in batch.entries]
-    greedy = dataclasses.replace(trainer.rollouts.sampling_params(), do_sample=False)
+    greedy = dataclasses.replace(rollouts.sampling_params(trainer), do_sample=False)
     texts = []
     for agent in range(2):
         formatted = [trainer.formatters[agent](item) for item in PROMPTS[:2]]

@@ -47,7 +47,6 @@ from comlrl.core.quiet import quietly
 from comlrl.core.rewards import RewardCaller
 from comlrl.core.rollout.backends import build_rollout_backend
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
-from comlrl.core.rollout.rollouts import Rollouts
 from comlrl.core.saving import main_process_only
 from comlrl.core.training.schedule import LRSchedules, stage_count
 
@@ -56,15 +55,15 @@ class TrainerBase:
     """Inputs, wiring and defaults of the family contract. Subclasses set ``algorithm_name``
     and ``default_config_cls``.
 
-    The work around the family's math is done by collaborators that ``setup`` builds:
-    ``rollouts`` (:class:`~comlrl.core.rollout.rollouts.Rollouts`: sampling, rewards, rollout
-    trees), ``reporting`` (:class:`~comlrl.core.logging.reporting.Reporting`: logger, logging cadence,
+    The work around the family's math is done by the functions of
+    :mod:`comlrl.core.rollout.rollouts` (sampling, rewards, rollout trees, each taking the
+    trainer) and by collaborators that ``setup`` builds: ``reporting`` (:class:`~comlrl.core.logging.reporting.Reporting`: logger, logging cadence,
     completions, progress bars), ``checkpointing``
     (:class:`~comlrl.core.checkpoint.trainer_state.Checkpointing`: the core's checkpoint state
     and sessions), ``sync`` (:class:`~comlrl.core.distributed.gradients.GradientSync`: gradient
     averaging and pooled statistics over ranks) and ``monitors``
     (:class:`~comlrl.core.monitors.Monitors`: the reward-hacking monitors), plus ``timing``.
-    Family code and users call them directly (``trainer.rollouts.trees(...)``,
+    Family code and users call them directly (``trainer.reporting.log_record(...)``,
     ``trainer.reporting.run_dir``, ``trainer.timing.phase("update")``). The run's counters and
     flags are ``run_state`` (:class:`~comlrl.core.loop.run_state.RunState`), which the loop owns.
     """
@@ -144,7 +143,6 @@ class TrainerBase:
         self.run_state = RunState()
         self.lr_schedules = LRSchedules()
         self.timing = PhaseTimer(self.timing_phases)
-        self.rollouts = Rollouts(self)
         self.reporting = Reporting(self)
         self.checkpointing = Checkpointing()
         args = inputs.args

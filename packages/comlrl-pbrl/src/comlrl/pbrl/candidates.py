@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from comlrl.core.distributed import all_gather_objects, shard_range
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.generation import PromptSamples
 from comlrl.pbrl.pairs import PreferencePair, candidate_pairs, select_pairs
 
@@ -24,7 +25,7 @@ def sample_candidates(
     """``[actor][item]`` samples of the current policy for each item's prompts."""
     t = trainer
     prompts = [[t.formatters[i](item) for item in items] for i in range(t.num_agents)]
-    return t.rollouts.generate_per_agent(prompts, num_samples, params)
+    return rollouts.generate_per_agent(t, prompts, num_samples, params)
 
 
 def score_joint_agents(trainer: Any, texts, prompts, items):
@@ -167,7 +168,7 @@ def sample_policy_pairs(trainer: Any) -> tuple[list[PreferencePair], dict, int]:
     items (through ``trainer.build_policy_pairs``). Returns the pairs, their statistics and how
     many items were sampled (what :func:`gather_pairs` weights by)."""
     t = trainer
-    params = t.rollouts.sampling_params(t.generation_kwargs)
+    params = rollouts.sampling_params(t, t.generation_kwargs)
     items = rank_share(list(t.get_train_dataloader()), t.dist)
     pairs, stats = t.build_policy_pairs(items, params)
     return pairs, stats, len(items)

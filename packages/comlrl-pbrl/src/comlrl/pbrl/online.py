@@ -20,6 +20,7 @@ from comlrl.core.distributed import (
     broadcast_object,
 )
 from comlrl.core.rewards.ranges import get_reward_range
+from comlrl.core.rollout import rollouts
 from comlrl.pbrl import drift
 from comlrl.pbrl.api import ApiClient, ApiSettings
 from comlrl.pbrl.candidates import rank_share
@@ -124,7 +125,7 @@ class OnlineIterations:
             self.save_snapshot(t, INITIAL)
         if self.replay.writes and not self.replay.directory:
             self.replay.directory = run_subdir(t, a.preference_replay_dir, "preference_replay")
-        params = t.rollouts.sampling_params(t.generation_kwargs)
+        params = rollouts.sampling_params(t, t.generation_kwargs)
         comparator = self.comparators.open(t, iteration)
         # Under several processes each rank samples its share of the items; every rank then
         # holds all the pairs (in item order) and selects the same training pairs.

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch.nn.functional as F
 
+from comlrl.core.rollout import rollouts
 from comlrl.pbrl.reward_model import format_joint_text, score_texts
 
 
@@ -91,8 +92,8 @@ class OnPolicyCheck:
 
     def observe(self, trainer, agent_completions, prompts, batch_items, model_scores) -> None:
         """Score an RL batch with the task reward and count the reward model's agreement."""
-        task = trainer.rollouts.score(
-            list(agent_completions), prompts=prompts, batch_items=batch_items
+        task = rollouts.score(
+            trainer, list(agent_completions), prompts=prompts, batch_items=batch_items
         )
         groups: dict[str, list[int]] = {}
         for j, prompt in enumerate(prompts):

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.tree import TreeNode
 
 PHASE = "greedy_baseline"
@@ -31,13 +32,14 @@ def greedy_baselines(trainer: Any, nodes: Sequence[TreeNode]) -> list[list[float
     if not nodes:
         return []
     params = dataclasses.replace(
-        trainer.rollouts.sampling_params(trainer.generation_kwargs), do_sample=False
+        rollouts.sampling_params(trainer, trainer.generation_kwargs), do_sample=False
     )
     with trainer.timing.phase(PHASE):
         prompts = [[node.prompts[i] for node in nodes] for i in range(trainer.num_agents)]
-        samples = trainer.rollouts.generate_per_agent(prompts, 1, params)
+        samples = rollouts.generate_per_agent(trainer, prompts, 1, params)
         completions = [[s.texts[0] for s in agent] for agent in samples]
-        rewards = trainer.rollouts.score(
+        rewards = rollouts.score(
+            trainer,
             completions,
             prompts=[node.raw_prompts[0] for node in nodes],
             batch_items=[node.item for node in nodes],

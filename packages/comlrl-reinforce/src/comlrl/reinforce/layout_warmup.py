@@ -16,6 +16,7 @@ from typing import Any
 
 from comlrl.core.distributed import item_seed
 from comlrl.core.logprobs import token_logprobs
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.chat import encode_prompts
 from comlrl.core.rollout.formatters import build_formatters, template_formatters
 from comlrl.core.training.optim import build_adamw
@@ -36,7 +37,7 @@ def layout_targets(trainer: Any, items: list[dict]) -> list[tuple[list[int], lis
     # The layout's own tokens share the joint budget with the answers.
     overhead = len(tokenizer(adapter.format_completion([""] * roles))["input_ids"])
     params = dataclasses.replace(
-        trainer.rollouts.sampling_params(),
+        rollouts.sampling_params(trainer),
         max_new_tokens=max(1, (trainer.args.max_new_tokens - overhead) // roles),
     )
     k = trainer.args.num_generations

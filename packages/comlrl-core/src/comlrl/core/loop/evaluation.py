@@ -18,6 +18,7 @@ import torch
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logging.console import print_completions_table
 from comlrl.core.rewards.reward_metrics import agent_reward_metrics
+from comlrl.core.rollout import rollouts
 
 if TYPE_CHECKING:
     from comlrl.core.trainer import TrainerBase
@@ -97,7 +98,7 @@ def evaluate_items(trainer: TrainerBase, items: list[dict]) -> tuple[dict[str, f
     ``items`` (with per-agent rewards: the agents' mean, plus each agent's
     ``eval/turn_t/agent_i_reward_mean``), plus the user's eval hooks; returns (metrics, rollout
     roots)."""
-    params = trainer.rollouts.sampling_params(eval_mode=True)
+    params = rollouts.sampling_params(trainer, eval_mode=True)
     batch = max(1, trainer.args.eval_batch_size)
     turns = trainer.args.num_turns
     n_agents = trainer.num_agents
@@ -106,7 +107,7 @@ def evaluate_items(trainer: TrainerBase, items: list[dict]) -> tuple[dict[str, f
     completions: list[list[list[str]]] = [[[] for _ in items] for _ in range(n_agents)]
     roots_all = []
     for start in range(0, len(items), batch):
-        roots = trainer.rollouts.trees(items[start : start + batch], 1, params, first_step=0)
+        roots = rollouts.trees(trainer, items[start : start + batch], 1, params, first_step=0)
         roots_all.extend(roots)
         for j, root in enumerate(roots):
             for node in first_path(root):

@@ -1,7 +1,7 @@
 """The collect half of a policy family's step, owned by core: one unit's rollout trees become
 the rollout record, each agent's :class:`~comlrl.core.rollout.record.RolloutGroup` per node.
 
-In order: the training rollout (:meth:`Rollouts.unit_trees`), an optional look at the raw
+In order: the training rollout (:func:`~comlrl.core.rollout.rollouts.unit_trees`), an optional look at the raw
 trees (MAReMax measures its greedy baselines there, before any shaping), KL shaping as a
 reward transform with the tree's one return recursion (:mod:`comlrl.core.rewards.shaping`),
 the record, and the rollout policy's and the reference's per-token log-probs where the loss
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from comlrl.core import algos
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.rewards.shaping import apply_kl_shaping
+from comlrl.core.rollout import rollouts
 from comlrl.core.rollout.record import RolloutGroup, attach_logprobs, rollout_groups
 from comlrl.core.rollout.tree import TreeNode
 
@@ -63,7 +64,7 @@ def collect_groups(
     when the policy loss forms a ratio and the reference's when ``args.beta > 0`` (a family
     that scores them its own way passes False), the rollout policy's in the forwards of
     ``logprob_layout`` (the layout the family's update scores in)."""
-    roots, nodes = trainer.rollouts.unit_trees(unit, joint_mode)
+    roots, nodes = rollouts.unit_trees(trainer, unit, joint_mode)
     seen = inspect(nodes) if inspect is not None else None
     kls = apply_kl_shaping(trainer, roots, nodes, discount=discount)
     per_agent = [
