@@ -1,6 +1,6 @@
 """IAC and MAAC score every actor log-prob at the sampling temperature: the update's, the
 rollout's for ``ppo`` and both sides of the reward's KL. (Each kernel's tempered values are
-checked against a by-hand log-softmax in tests/core/test_tempered_logprobs.py.)"""
+checked against a by-hand log-softmax in tests/core/logprobs/test_tempered_logprobs.py.)"""
 
 import pytest
 

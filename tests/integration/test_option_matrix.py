@@ -24,7 +24,7 @@ agent's first gradient must match the plain run's on the same samples:
 
 ``bf16=True`` cells compare with the plain run under ``bf16=True``: autocast rounds both sides
 alike, whereas against an fp32 run the gradients agree only to bf16 precision, which
-``tests/core/test_bf16.py`` measures at the level of the weight change."""
+``tests/core/training/test_bf16.py`` measures at the level of the weight change."""
 
 from __future__ import annotations
 

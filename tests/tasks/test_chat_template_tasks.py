@@ -8,7 +8,7 @@ import pytest
 from comlrl.core.plugins import load_task
 from comlrl.core.rollout.generation import tokenize_prompts
 from comlrl.core.task import TaskSpec
-from tests.core.test_chat_templates import BOS, chat_tokenizer
+from tests.core.models.test_chat_templates import BOS, chat_tokenizer
 
 TASKS = [
     "length_ratio",

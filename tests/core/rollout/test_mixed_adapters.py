@@ -97,7 +97,7 @@ def test_what_cannot_be_mixed_is_left_to_the_agent_by_agent_path():
 
 
 def test_a_trainer_of_adapter_agents_rolls_out_mixed(tmp_path, monkeypatch):
-    from tests.core.test_checkpoint_helpers import make_trainer
+    from tests.core.checkpoint.test_checkpoint_helpers import make_trainer
 
     seen = []
     real = mixed_adapters.sample_mixed

@@ -6,7 +6,7 @@ import glob
 import os
 
 from comlrl.core.rewards.caller import RewardCaller
-from tests.core.test_checkpoint_helpers import make_trainer, reward
+from tests.core.checkpoint.test_checkpoint_helpers import make_trainer, reward
 
 
 class CountingReward:

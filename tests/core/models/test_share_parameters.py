@@ -10,7 +10,7 @@ import torch
 from comlrl.core.errors import UserError
 from comlrl.core.testing import tiny_model_dir
 from comlrl.reinforce import MAGRPOTrainer
-from tests.core.test_checkpoint_helpers import DATA, config
+from tests.core.checkpoint.test_checkpoint_helpers import DATA, config
 
 
 def _trainer(tmp_path, **model_config):

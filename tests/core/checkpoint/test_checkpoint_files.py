@@ -18,7 +18,7 @@ from comlrl.core.checkpoint.errors import (
 from comlrl.core.checkpoint.layout import list_checkpoints
 from comlrl.core.checkpoint.reader import CheckpointReader, read_checkpoint_metadata
 from comlrl.core.testing import tiny_model_dir
-from tests.core.test_checkpoint_helpers import make_trainer
+from tests.core.checkpoint.test_checkpoint_helpers import make_trainer
 
 # One worker runs the whole module, so the module fixture is built once.
 pytestmark = pytest.mark.xdist_group("test_checkpoint_files")

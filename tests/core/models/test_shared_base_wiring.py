@@ -15,7 +15,7 @@ from comlrl.core.logprobs import token_logprobs  # noqa: E402
 from comlrl.core.models.adapters import AdapterAgent, parameter_bytes  # noqa: E402
 from comlrl.core.models.reference import reference_models_for  # noqa: E402
 from comlrl.core.testing import tiny_model_dir  # noqa: E402
-from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer  # noqa: E402
+from tests.core.checkpoint.test_checkpoint_helpers import assert_same_state, make_trainer  # noqa: E402
 
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "lora_dropout": 0.0}
 

@@ -15,7 +15,7 @@ import pytest
 from comlrl.core.logging.jsonl import read_metrics
 from comlrl.core.monitors import SUMMARY_FILE, MonitorWarning
 from comlrl.core.monitors.metrics import key
-from tests.core.test_checkpoint_helpers import assert_same_state
+from tests.core.checkpoint.test_checkpoint_helpers import assert_same_state
 from tests.reinforce.helpers import PROMPTS, make_trainer
 
 pytestmark = pytest.mark.xdist_group("test_monitors_run")
@@ -107,7 +107,7 @@ def _wandb_blob(root, run_id, keys, timeout=60.0) -> bytes:
 def test_the_drifting_run_reports_every_monitor_everywhere_and_crosses_exactly(
     tmp_path, monkeypatch
 ):
-    from tests.core.test_sinks import _scalars
+    from tests.core.logging.test_sinks import _scalars
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from comlrl.core.checkpoint.atomic import KILL_STAGES, TEST_KILL_ENV
 from comlrl.core.checkpoint.layout import newest_complete
-from tests.core.test_checkpoint_helpers import make_trainer, metrics
+from tests.core.checkpoint.test_checkpoint_helpers import make_trainer, metrics
 
 pytestmark = pytest.mark.xdist_group("test_kill_resume")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.core.test_checkpoint_helpers import make_trainer
+from tests.core.checkpoint.test_checkpoint_helpers import make_trainer
 
 
 def _same_weights(a, b) -> bool:

@@ -19,7 +19,7 @@ from comlrl.core.testing import tiny_pair
 from comlrl.trainers.actor_critic import IACConfig, IACTrainer
 from comlrl.trainers.preference import MADPOConfig, MADPOTrainer
 from comlrl.trainers.reinforce import MAGRPOTrainer
-from tests.core.test_checkpoint_helpers import (
+from tests.core.checkpoint.test_checkpoint_helpers import (
     DATA,
     assert_same_state,
     config,

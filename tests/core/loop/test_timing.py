@@ -112,7 +112,7 @@ def test_unknown_phases_and_bad_phase_lists_are_refused():
 
 
 def _magrpo(tmp_path):
-    from tests.core.test_checkpoint_helpers import make_trainer
+    from tests.core.checkpoint.test_checkpoint_helpers import make_trainer
 
     return make_trainer(tmp_path / "magrpo", epochs=1)
 

@@ -14,7 +14,7 @@ from comlrl.core.checkpoint.atomic import TEST_KILL_ENV, kill_point, write_lates
 from comlrl.core.checkpoint.errors import CheckpointError
 from comlrl.core.checkpoint.layout import MANIFEST, OWNER, resolve_checkpoint
 from comlrl.core.checkpoint.reader import read_checkpoint_metadata
-from tests.core.test_checkpoint_helpers import make_trainer, metrics
+from tests.core.checkpoint.test_checkpoint_helpers import make_trainer, metrics
 
 pytestmark = pytest.mark.xdist_group("test_checkpoint_crash")
 

@@ -15,7 +15,7 @@ from comlrl.core.config.reference import (
     stale_pages,
 )
 
-PAGES = Path(__file__).resolve().parents[2] / "docs" / "reference"
+PAGES = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
 
 def test_committed_pages_match_the_metadata():

@@ -17,13 +17,18 @@ import pytest
 from comlrl.core.checkpoint.atomic import TEST_DELAY_ENV
 from comlrl.core.checkpoint.layout import list_checkpoints, read_latest
 from comlrl.core.checkpoint.reader import CheckpointReader, read_checkpoint_metadata
-from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer, metrics, reward
+from tests.core.checkpoint.test_checkpoint_helpers import (
+    assert_same_state,
+    make_trainer,
+    metrics,
+    reward,
+)
 
 # One worker runs the whole module, so the module fixture is built once.
 pytestmark = pytest.mark.xdist_group("test_resume_signals")
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +71,7 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, uninterrupted
 _CHILD = textwrap.dedent(
     """
     import sys
-    from tests.core.test_checkpoint_helpers import make_trainer
+    from tests.core.checkpoint.test_checkpoint_helpers import make_trainer
 
     run_dir, ckpt_dir = sys.argv[1], sys.argv[2]
     trainer = make_trainer(run_dir, 2)

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from comlrl.core.checkpoint.reader import read_checkpoint_metadata
 from comlrl.core.testing import tiny_model_dir
 from comlrl.reinforce.magrpo import MAGRPOTrainer
-from tests.core.test_checkpoint_helpers import (
+from tests.core.checkpoint.test_checkpoint_helpers import (
     DATA,
     EVAL,
     assert_same_state,

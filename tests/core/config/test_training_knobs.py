@@ -12,7 +12,12 @@ import torch
 
 from comlrl.core.training.schedule import LR_SCHEDULERS
 from comlrl.reinforce import MAGRPOConfig
-from tests.core.test_checkpoint_helpers import assert_same_state, make_trainer, metrics, reward
+from tests.core.checkpoint.test_checkpoint_helpers import (
+    assert_same_state,
+    make_trainer,
+    metrics,
+    reward,
+)
 
 pytestmark = pytest.mark.xdist_group("test_training_knobs")
 
