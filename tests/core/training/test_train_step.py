@@ -18,6 +18,7 @@ from comlrl.core.training.train_step import Target, accumulate_gradients, train_
 class _Trainer(SimpleNamespace):
     # One process: the sync averages nothing and has no hooks.
     sync = GradientSync(local_context())
+    monitors = None  # no reward-hacking monitors watch these steps
 
 
 def _trainer(policy="raise", max_grad_norm=None):
