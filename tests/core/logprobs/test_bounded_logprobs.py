@@ -156,3 +156,35 @@ def test_models_that_change_logits_after_the_head_keep_their_logits(small_chunks
     torch.testing.assert_close(
         got.sequence_sum(), _unchunked(plain, prompts, comps, 1.0).detach(), rtol=1e-4, atol=1e-4
     )
+
+
+def test_a_small_head_output_keeps_its_logits_and_matches_the_recomputed_chunks(monkeypatch):
+    # Below HEAD_KEEP_MAX_ELEMENTS the head runs once under autograd (no recomputation); the
+    # values and gradients are those of the checkpointed chunks.
+    import comlrl.core.logprobs.kernels as kernels
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 40, bias=False)
+    hidden = torch.randn(30, 16, requires_grad=True)
+    targets = torch.randint(0, 40, (30,))
+    results, recomputed = [], []
+    checkpoint = torch.utils.checkpoint.checkpoint
+
+    def counted(*args, **kwargs):
+        recomputed[-1] += 1
+        return checkpoint(*args, **kwargs)
+
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", counted)
+    for keep in (kernels.HEAD_KEEP_MAX_ELEMENTS, 0):
+        monkeypatch.setattr(kernels, "HEAD_KEEP_MAX_ELEMENTS", keep)
+        recomputed.append(0)
+        head.zero_grad(set_to_none=True)
+        hidden.grad = None
+        values, _ = kernels.head_scores(head, hidden, targets, 0.7, chunk=7, entropy=False)
+        values.sum().backward()
+        results.append((values.detach(), hidden.grad.clone(), head.weight.grad.clone()))
+    (v_keep, h_keep, w_keep), (v_ck, h_ck, w_ck) = results
+    torch.testing.assert_close(v_keep, v_ck, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(h_keep, h_ck, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w_keep, w_ck, rtol=1e-5, atol=1e-6)
+    assert recomputed == [0, 5]  # kept whole, then 5 checkpointed chunks of 7 positions

@@ -131,3 +131,26 @@ def test_the_body_is_priced_without_the_head_or_the_input_table(tie, monkeypatch
     monkeypatch.setattr(planning, "_packing_pays_for", lambda *args: seen.append(args) or True)
     planning.packing_pays(model, 10, 10, 5)
     assert seen[0][:2] == (body, table)
+
+
+def test_a_forward_is_priced_higher_for_a_smaller_model_within_bounds():
+    tiny, _ = tiny_pair()
+    small, _ = tiny_pair(size="small")
+    low, high = planning._FORWARD_COST_BOUNDS
+    tiny_cost, small_cost = planning.forward_cost_tokens(tiny), planning.forward_cost_tokens(small)
+    assert low <= small_cost < tiny_cost <= high
+    # The measured points: 250 tokens at 0.1M body weights, 100 at 4.8M.
+    assert planning._log_log(planning._FORWARD_COST, (0, 1e9), 1.0e5) == pytest.approx(250.0)
+    assert planning._log_log(planning._FORWARD_COST, (0, 1e9), 4.8e6) == pytest.approx(100.0)
+
+
+def test_a_small_model_scores_near_lengths_in_one_padded_forward():
+    # 16 rows of one buffer as a random-init model samples them: most run to 64 tokens, a few
+    # stop early. A forward's fixed price on the 0.1M model exceeds the padding a split saves.
+    model, _ = tiny_pair()
+    p_lens = [8, 9, 11, 12] * 4
+    c_lens = [7, 31, 34, 40, 43] + [64] * 11
+    groups, kernel = plan_forwards(model, p_lens, c_lens, None, 0)
+    assert kernel is completion_logprobs
+    assert groups == [sorted(groups[0], key=lambda i: (c_lens[i], p_lens[i]))]
+    assert len(groups[0]) == 16

@@ -97,3 +97,16 @@ def test_accumulating_adds_to_what_the_parameters_hold():
         _trainer(), [3.0], lambda x: w * x, what="w", optimizers=[torch.optim.SGD([w], lr=1.0)]
     )
     assert out == (3.0, {}) and float(w.grad) == 5.0
+
+
+def test_a_step_frees_its_gradients_once_the_optimizer_has_stepped():
+    # Spent gradients are not kept until the target's next step: they would be alive while the
+    # other agents run their passes.
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    opt = torch.optim.SGD([w], lr=0.5)
+    done = train_step(
+        _trainer(), Target([w], opt), [torch.ones(2)], lambda x: (w * x).sum(), what="w"
+    )
+    assert done is not None and done.grad_norm == pytest.approx(2**0.5)
+    assert w.grad is None
+    assert w.tolist() == [0.5, 1.5]  # the step used the gradient before it was freed

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from comlrl.core.logprobs.budget import token_budget
+from comlrl.core.logprobs.budget import activation_bytes_per_token, token_budget
+from comlrl.core.logprobs.heap import release_after_pass
 from comlrl.core.logprobs.kernels import TokenLogprobs, check_rows, check_temperature
 from comlrl.core.logprobs.planning import plan
 
@@ -82,11 +83,26 @@ def token_logprobs_parts(
     _check_budget(max_tokens)
     check_rows(prompt_ids, completion_ids)
     temperature = check_temperature(temperature)
+    # Runs once the caller drew past the last part, so after its backward: the pass's freed
+    # activations go back to the system (see :mod:`comlrl.core.logprobs.heap`).
+    activations = _pass_activation_bytes(model, prompt_ids, completion_ids)
     if not dedupe:
         yield from _scored_groups(
             model, prompt_ids, completion_ids, pad_id, max_tokens, layout, temperature
         )
+        release_after_pass(activations)
         return
+    yield from _deduped_parts(
+        model, prompt_ids, completion_ids, pad_id, max_tokens, layout, temperature
+    )
+    release_after_pass(activations)
+
+
+def _deduped_parts(
+    model, prompt_ids, completion_ids, pad_id: int, max_tokens, layout: str, temperature: float
+) -> Iterator[tuple[list[int], TokenLogprobs]]:
+    """:func:`token_logprobs_parts` with ``dedupe``: each distinct row scored once, its value
+    indexed by every row that has it."""
     prompts, comps, owner = distinct_rows(prompt_ids, completion_ids)
     members: list[list[int]] = [[] for _ in prompts]
     for j, u in enumerate(owner):
@@ -99,6 +115,16 @@ def token_logprobs_parts(
         entropy = None if lp.entropy is None else lp.entropy[at]
         rows = TokenLogprobs(lp.values[at], lp.mask[at], entropy=entropy)
         yield [j for u in idx for j in members[u]], rows
+
+
+def _pass_activation_bytes(model, prompts, comps) -> int | None:
+    """The activations one forward of all these rows would store (no gradient: 0)."""
+    if not torch.is_grad_enabled() or next(model.parameters()).device.type != "cpu":
+        return 0
+    per_token = activation_bytes_per_token(model)
+    if per_token is None:
+        return None
+    return per_token * sum(len(p) + len(c) for p, c in zip(prompts, comps))
 
 
 def token_logprobs(

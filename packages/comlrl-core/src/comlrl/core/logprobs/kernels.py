@@ -237,6 +237,10 @@ def _scored(logits: torch.Tensor, targets: torch.Tensor, temperature: float, ent
 # stays within a small multiple of the head's own size.
 HEAD_CHUNK_MAX_ELEMENTS = 2**26
 HEAD_CHUNK_MIN_ELEMENTS = 2**22
+# Head outputs up to this many elements (16 MiB of fp32 logits: 1,000 positions at vocab 4,096)
+# keep their logits for the backward instead of recomputing them: recomputation saves no
+# memory worth having there, and its bookkeeping costs a small model more than the head itself.
+HEAD_KEEP_MAX_ELEMENTS = 2**22
 
 
 def head_chunk_tokens(vocab_size: int, hidden_size: int) -> int:
@@ -299,6 +303,8 @@ def head_scores(
             lambda logits, t: selective_log_softmax(logits, t, temperature),
             measure=(lambda logits: token_entropy(logits, temperature)) if entropy else None,
         )
+    if grad and hidden.shape[0] * _head_vocab(head, hidden) <= HEAD_KEEP_MAX_ELEMENTS:
+        return _scored(head(hidden), targets, temperature, entropy)
     parts, ents = [], []
     for start in range(0, hidden.shape[0], chunk):
         h, t = hidden[start : start + chunk], targets[start : start + chunk]
@@ -321,6 +327,16 @@ def head_scores(
         ents.append(ent)
     values = parts[0] if len(parts) == 1 else torch.cat(parts)
     return values, (torch.cat(ents).detach() if entropy else None)
+
+
+def _head_vocab(head, hidden: torch.Tensor) -> int:
+    """The output width of ``head`` (its weight's rows; for a head of another shape, what one
+    position gives, measured without gradient)."""
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return int(weight.shape[0])
+    with torch.no_grad():
+        return int(head(hidden[:1]).shape[-1])
 
 
 def chunked_log_softmax(

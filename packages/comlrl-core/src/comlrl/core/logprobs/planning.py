@@ -35,11 +35,20 @@ Kernel = Callable[..., TokenLogprobs]
 # How :func:`plan` groups rows; "auto" lets it choose.
 LAYOUTS = ("auto", "shared_prompt", "packed", "padded")
 
-# What one more padded forward (and its share of the backward) costs, in padded tokens: its
-# fixed price (kernel launches, masks, Python) measured on CPU is about 100 tokens of work for a
-# 5M-parameter model and 250 for a 0.1M one, and less for larger models, so splitting pays when
-# it saves more padding than this.
+# What one more padded forward (and its share of the backward) costs, in padded tokens, when
+# the model is not known (:func:`padding_aware_micro_batches`' default); splitting pays when it
+# saves more padding than this. :func:`forward_cost_tokens` prices it by the model's size.
 FORWARD_COST_TOKENS = 64
+# The fixed price of a forward (kernel launches, masks, Python) measured on CPU: about 250
+# tokens of work for a 0.1M-parameter body and 100 for a 4.8M one, less for larger models;
+# interpolated in log-log space between and beyond, and kept within the bounds.
+_FORWARD_COST = ((1.0e5, 250.0), (4.8e6, 100.0))
+_FORWARD_COST_BOUNDS = (16.0, 250.0)
+# A packed forward pays more than a padded one of the same tokens: its attention runs with a
+# block mask built per forward, and every position's hidden state is gathered before the head.
+# Measured on the 0.1M-parameter test model (16 rows of 70-78 tokens), one packed forward cost
+# 0.7-1.5 ms more than the padded forward it replaced, a quarter of a forward's fixed price.
+PACKED_FORWARD_SURCHARGE = 0.25
 
 
 def _check_lengths(prompt_lengths: Sequence, completion_lengths: Sequence) -> None:
@@ -234,6 +243,28 @@ def _weight_counts(model) -> tuple[int, int, int, bool]:
     )
 
 
+def _log_log(points, bounds, size: float) -> float:
+    """A price measured at two model sizes ``points``, interpolated in log-log space at
+    ``size`` and kept within ``bounds``."""
+    (n0, c0), (n1, c1) = points
+    slope = math.log(c1 / c0) / math.log(n1 / n0)
+    low, high = bounds
+    return min(high, max(low, c0 * (max(size, 1.0) / n0) ** slope))
+
+
+def _body_size(model) -> int:
+    total, head, _, tied = _weight_counts(model)
+    return total if tied else total - head
+
+
+def forward_cost_tokens(model) -> float:
+    """The fixed price of one more forward of ``model`` on a CPU, in padded tokens (see
+    :data:`_FORWARD_COST`); on other devices :data:`FORWARD_COST_TOKENS`, until measured there."""
+    if next(model.parameters()).device.type != "cpu":
+        return float(FORWARD_COST_TOKENS)
+    return _log_log(_FORWARD_COST, _FORWARD_COST_BOUNDS, _body_size(model))
+
+
 def packing_pays(
     model,
     padded: int,
@@ -247,15 +278,17 @@ def packing_pays(
     ``padded``: tokens the padded forwards run; ``packed``: tokens in packed rows;
     ``completion_padded``: the padded completion columns, the only ones the padded path runs
     through the output head; ``*_forwards``: how many forwards each layout takes, each priced
-    at :data:`FORWARD_COST_TOKENS` tokens of body work. Body and head are priced by their
+    at :func:`forward_cost_tokens` tokens of body work (a packed one at
+    1 + :data:`PACKED_FORWARD_SURCHARGE` times that). Body and head are priced by their
     weights.
     """
     total, head_cost, table, tied = _weight_counts(model)
     body_cost = total - head_cost
     if not tied:  # an input table is a lookup, not a matmul
         body_cost -= table
-    padded += padded_forwards * FORWARD_COST_TOKENS
-    packed_body = packed + packed_forwards * FORWARD_COST_TOKENS
+    cost = forward_cost_tokens(model)
+    padded += int(padded_forwards * cost)
+    packed_body = packed + int(packed_forwards * cost * (1 + PACKED_FORWARD_SURCHARGE))
     return _packing_pays_for(body_cost, head_cost, padded, packed, completion_padded, packed_body)
 
 
@@ -280,7 +313,9 @@ def plan_forwards(
     :func:`padding_aware_micro_batches`. Packed rows are as wide as the longest sequence, so a
     sequence longer than ``max_tokens`` keeps the padded forwards (where it runs alone).
     """
-    padded_groups = padding_aware_micro_batches(prompt_lengths, completion_lengths, max_tokens)
+    padded_groups = padding_aware_micro_batches(
+        prompt_lengths, completion_lengths, max_tokens, int(forward_cost_tokens(model))
+    )
     padded_plan = (padded_groups, completion_logprobs)
     if not prompt_lengths or min(prompt_lengths) == 0:
         return padded_plan
@@ -317,13 +352,7 @@ _SHARED_PASS_BOUNDS = (8.0, 700.0)
 def shared_pass_cost_tokens(model) -> float:
     """The extra price of a shared-prompt forward group on a CPU, in padded tokens, for
     ``model``'s size (see :data:`_SHARED_PASS_COST`)."""
-    total, head, _, tied = _weight_counts(model)
-    body = total if tied else total - head
-    (n0, c0), (n1, c1) = _SHARED_PASS_COST
-    slope = math.log(c1 / c0) / math.log(n1 / n0)
-    cost = c0 * (max(body, 1) / n0) ** slope
-    low, high = _SHARED_PASS_BOUNDS
-    return min(high, max(low, cost))
+    return _log_log(_SHARED_PASS_COST, _SHARED_PASS_BOUNDS, _body_size(model))
 
 
 def sharing_pays(

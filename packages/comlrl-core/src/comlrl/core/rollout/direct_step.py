@@ -97,6 +97,8 @@ def _records_only(hook) -> bool:
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     dtype = x.dtype
+    if dtype == torch.float32:  # the casts are no-ops; skipping them saves two dispatches
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
     x = x.to(torch.float32)
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x.to(dtype)
@@ -150,9 +152,13 @@ class _Layer:
         )
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """``sin`` with its first half negated: transformers' ``rotate_half(x) * sin`` (``x``'s
+    halves swapped, the new first half negated) equals ``roll(x, half) * signed_sin`` to the
+    bit, since ``(-a) * b`` and ``a * (-b)`` are the same float; two ops per step instead of
+    four."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
 
 
 def compacting_keep(live: torch.Tensor) -> torch.Tensor | None:
@@ -229,7 +235,7 @@ class DirectSteps:
         top = int(positions.max()) + max_new + 1
         ref = self.buffers[0][0]
         cos, sin = inner.rotary_emb(ref, torch.arange(top, device=ref.device)[None])
-        self.cos, self.sin = cos[0], sin[0]
+        self.cos, self.sin = cos[0], _signed_sin(sin[0])
 
     def select(self, keep: torch.Tensor) -> None:
         """Keep only the batch rows ``keep``."""
@@ -242,6 +248,7 @@ class DirectSteps:
         rows, col = tokens.shape[0], self.col
         self.col += 1
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        half = dim // 2
         cos = self.cos[positions][:, None, None, :]
         sin = self.sin[positions][:, None, None, :]
         # transformers passes no mask when nothing is padded (SDPA then handles GQA itself),
@@ -256,8 +263,8 @@ class DirectSteps:
             if layer.q_norm is not None and layer.k_norm is not None:
                 q, k = _rms(q, *layer.q_norm), _rms(k, *layer.k_norm)
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            keys[:, :, col : col + 1] = k * cos + _rotate_half(k) * sin
+            q = q * cos + q.roll(half, -1) * sin
+            keys[:, :, col : col + 1] = k * cos + k.roll(half, -1) * sin
             values[:, :, col : col + 1] = v
             k_all, v_all = keys[:, :, : col + 1], values[:, :, : col + 1]
             if mask is None:

@@ -160,6 +160,10 @@ def train_step(
         apply_step(host, t.parameters, t.optimizer, agent=t.agent, scheduled=t.scheduled)
         for t in targets
     ]
+    # The gradients are spent: freed now rather than at this target's next step, so they are
+    # not alive while the other agents (and critics) run their passes.
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
     if watch is not None:
         watch.record(done[1])
     return StepResult(done[0], norms, done[1])
