@@ -174,9 +174,19 @@ def test_critic_step_encodes_repeated_rows_once_with_the_same_gradient(tmp_path,
         return original(r, p)
 
     monkeypatch.setattr("comlrl.core.training.value_step.last_token_values", counted)
-    opt = torch.optim.SGD(critic.parameters(), lr=0.0)
+    seen: dict[int, torch.Tensor] = {}
+
+    class Recording(torch.optim.SGD):
+        # The step frees the gradients it used, so they are read when the optimizer steps.
+        def step(self, closure=None):
+            for group in self.param_groups:
+                seen.update({id(p): p.grad.clone() for p in group["params"] if p.grad is not None})
+            return super().step(closure)
+
+    opt = Recording(critic.parameters(), lr=0.0)
     err = value_step(trainer, critic_rows(trainer.args, critic, opt, rows, targets, old, pad, "t"))
-    got = {n: p.grad.clone() for n, p in critic.named_parameters() if p.grad is not None}
+    got = {n: seen[id(p)] for n, p in critic.named_parameters() if id(p) in seen}
+    assert got
     assert sum(forwards) == 3  # three distinct rows, not six
     critic.zero_grad(set_to_none=True)
     total = 0.0
