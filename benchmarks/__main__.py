@@ -153,7 +153,7 @@ def main(argv=None) -> int:
                 timeout=args.timeout,
             )
             rec["command"] = "python -m benchmarks " + " ".join(argv or sys.argv[1:])
-            path = args.out / f"{w.name}-{size}-{device.split(':')[0]}.json"
+            path = args.out / runner.result_name(w.name, size, device)
             path.write_text(json.dumps(rec, indent=2) + "\n")
             records.append(rec)
             print(json.dumps(rec["ratios"], indent=2))

@@ -44,6 +44,15 @@ PLAIN_TARGETS = {
 TRL_TARGETS = {"magrpo_random": {"tiny": 2.0, "small": 2.0}}
 
 
+def result_name(workload: str, size: str, device: str) -> str:
+    """The file a workload's result is written to: ``<workload>-<size>-<device>.json``, with
+    the forced kernel set appended (``-avx2.json``) when ``ATEN_CPU_CAPABILITY`` is set, so a
+    run on the other kernel set does not overwrite the native one."""
+    forced = os.environ.get("ATEN_CPU_CAPABILITY")
+    suffix = f"-{forced.lower()}" if forced else ""
+    return f"{workload}-{size}-{device.split(':')[0]}{suffix}.json"
+
+
 def kernel_set() -> str:
     """The CPU kernels torch dispatches to in this process (``AVX512``, ``AVX2``, ...), with
     ``ATEN_CPU_CAPABILITY`` when it is set (a run forced to another kernel set)."""
