@@ -111,7 +111,7 @@ class Monitors:
     @property
     def config(self) -> MonitorsConfig:
         """The config's ``monitors`` section (the defaults for a config without one)."""
-        value = getattr(self.args, "monitors", None)
+        value = self.args.monitors
         return value if isinstance(value, MonitorsConfig) else check_monitors("monitors", value)
 
     @property
