@@ -193,9 +193,10 @@ def trace(name: str, step: Callable[[], None]) -> Walk:
 
 def _first_unit(trainer):
     from comlrl.core import loop
+    from comlrl.core.logging.reporting import open_run_log
 
     trainer.get_train_dataloader()
-    trainer.reporting.ensure_logger()
+    open_run_log(trainer)
     trainer.run_state.start_call()
     units = trainer.prepare(0)
     if units is None:

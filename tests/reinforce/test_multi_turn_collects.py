@@ -40,7 +40,9 @@ class _Stub:
         self.rollout_buffer = RolloutBuffer(1, capacity)
         self.records, self.whole = records, whole
         self.version, self.behind, self.sizes = 0, [], []
-        self.reporting = types.SimpleNamespace(log_update=lambda *a: None)
+        self.reporting = types.SimpleNamespace(log_training=lambda *a: False)
+        self.monitors = types.SimpleNamespace(after_update=lambda samples, metrics, step: metrics)
+        self.turn_metrics_over = None
         self.timing = types.SimpleNamespace(phase=lambda name: contextlib.nullcontext())
 
     def collect(self, unit):

@@ -143,7 +143,6 @@ class TrainerBase:
         self.run_state = RunState()
         self.lr_schedules = LRSchedules()
         self.timing = PhaseTimer(self.timing_phases)
-        self.reporting = Reporting(self)
         self.checkpointing = Checkpointing()
         args = inputs.args
         if args is None:
@@ -172,6 +171,16 @@ class TrainerBase:
                     "docs/distributed.md."
                 )
         self.args = per_rank_config(self.args, self.dist)
+        self.reporting = Reporting(
+            self.args,
+            self.dist,
+            self.run_state,
+            self.timing,
+            algorithm=self.algorithm_name,
+            progress_unit=self.progress_unit,
+            progress_metric=self.progress_metric,
+            idle_throughput=self.timing_idle_throughput,
+        )
         self.monitors = Monitors(self.args, self.dist, self.run_state, self.reporting)
         self.model_config = dict(inputs.model_config or {})
         self.train_dataset, self.eval_dataset = inputs.train_dataset, inputs.eval_dataset
@@ -220,6 +229,7 @@ class TrainerBase:
         self.formatters = template_formatters(self.formatters, self.tokenizers, self.args)
         self._shared_agents = len({id(m) for m in self.agents}) < len(self.agents)
         self.rollout_backend = build_rollout_backend(self)
+        self.reporting.diagnostics = getattr(self.rollout_backend, "drain_metrics", None)
         if self.dist.sharding == "fsdp":
             from comlrl.core.distributed.sharding import ShardedAgents
 

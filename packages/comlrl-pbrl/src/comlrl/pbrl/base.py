@@ -159,7 +159,7 @@ class PreferenceTrainerBase(TrainerBase):
             num_agents=actor_inputs.num_agents,
         )
         super().setup(actor_inputs)
-        self.args = self.global_args = args
+        self.args = self.global_args = self.reporting.args = args
         if not args.reference_free and args.reference_devices is not None:
             plan_devices("mp", args.reference_devices, self.num_agents, "reference_devices")
         if self.collaboration is None:

@@ -19,6 +19,7 @@ from comlrl.core.distributed import (
     barrier,
     broadcast_object,
 )
+from comlrl.core.logging.reporting import open_run_log
 from comlrl.core.rewards.ranges import get_reward_range
 from comlrl.core.rollout import rollouts
 from comlrl.pbrl import drift
@@ -210,7 +211,7 @@ class OnlineIterations:
             if t.dist.is_main:
                 drift.write_iteration(run_subdir(t, None, "reward_distributions"), record)
             metrics.update(drift.summary_metrics(record))
-            logger = t.reporting.ensure_logger()
+            logger = open_run_log(t)
             logger.log_html(
                 drift.html_plots(record), max(t.run_state.environment_steps, logger.last_step)
             )

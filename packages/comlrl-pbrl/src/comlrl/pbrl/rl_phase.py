@@ -126,7 +126,7 @@ def build_rl_algorithm(trainer: Any, cls: type, *, metrics_callback, critic_sour
     rl.verbose = False
     rl.run_state = rl.monitors.state = t.run_state
     t.timing_phases = tuple(dict.fromkeys((*t.timing_phases, *rl.timing_phases)))
-    t.timing = rl.timing = PhaseTimer(t.timing_phases)
+    t.timing = rl.timing = t.reporting.timing = PhaseTimer(t.timing_phases)
     rl.reporting = t.reporting
     return rl
 

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
+from comlrl.core.logging.reporting import open_run_log
 from comlrl.core.models import freeze_model, load_causal_lm
 from comlrl.core.quiet import quiet_hub_progress
 
@@ -23,7 +24,7 @@ def run_subdir(trainer: Any, configured: str | None, sub: str) -> str:
     directory (the logger is built for it)."""
     if configured:
         return os.path.abspath(os.path.expanduser(configured))
-    trainer.reporting.ensure_logger()
+    open_run_log(trainer)
     return os.path.abspath(os.path.join(trainer.reporting.run_dir, sub))
 
 

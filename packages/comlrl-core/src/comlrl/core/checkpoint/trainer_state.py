@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from comlrl.core.logging.reporting import open_run_log
 from comlrl.core.loop.buffer import RolloutBuffer
 from comlrl.core.loop.run_state import RunState
 from comlrl.core.loop.step_cadence import restart_marks
@@ -61,7 +62,7 @@ class Checkpointing:
         epoch_saves = checkpoint_dir is not None
         if checkpoint_dir is None and t.args.save_steps is not None:
             # The logger's run dir always exists (the reporting names one when none is set).
-            run_dir = str(t.reporting.ensure_logger().run_dir)
+            run_dir = str(open_run_log(t).run_dir)
             checkpoint_dir = os.path.join(run_dir, "checkpoints")
         return CheckpointSession(
             t.dist,

@@ -2,11 +2,11 @@
 cadence of training records, metric reduction over ranks, sampled completions and progress
 bars.
 
-:class:`Reporting` is the trainer's ``reporting`` collaborator. It reads from its trainer the
-config (``args``, ``global_args``), ``dist``, ``timing``, the run state, ``wandb_config``,
-``verbose``, the rollout backend's diagnostics, and what the family declares about its reports:
-``algorithm_name``, ``run_config()``, ``stage_label``, ``num_stages()``, ``progress_unit``,
-``progress_metric`` and ``timing_idle_throughput``.
+:class:`Reporting` is the trainer's ``reporting`` collaborator. It is built with what it reads:
+the config, the process context, the run state, the phase timer and the family's labels. What
+the trainer may still change or only knows later (the run description and ``wandb_config`` when
+the log opens, the stage count and ``verbose`` for a progress bar, how per-turn metrics are
+taken) comes in as arguments from the loop.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from comlrl.core.loop.step_cadence import step_count
 from comlrl.core.rewards.reward_metrics import record_reward_metrics, turn_metrics
 
 if TYPE_CHECKING:
+    from comlrl.core.loop.timing import PhaseTimer
     from comlrl.core.trainer import TrainerBase
 
 
@@ -48,66 +49,99 @@ def mean_over_ranks(metrics: dict[str, Any], dist: Any, step: int) -> dict[str, 
 class Reporting:
     """Logging for every family: one cadence, one logger, one progress bar.
 
+    Args:
+        args: the run's config (this rank's share; reads ``output_dir``, ``report_to``,
+            ``steps_unit``, ``logging_steps`` and ``log_completions``).
+        dist: the process context (only rank 0 writes; metrics are averaged over ranks).
+        state: the run state whose env step records are logged at and whose marks it keeps.
+        timing: the phase timer whose ``timing/<phase>`` seconds ride on training records.
+        algorithm: the family's name (progress bars, the announcement, the default run dir).
+        progress_unit: what the progress bar counts.
+        progress_metric: the name the bar shows the latest training reward under.
+        idle_throughput: whether ``throughput/tokens_per_s`` counts time outside the phases.
+
     ``record_extras`` are callables whose dicts are merged into every logged record before it
-    is reduced over ranks (e.g. a family's running parse-failure counts).
+    is reduced over ranks (e.g. a family's running parse-failure counts); ``diagnostics``
+    (the rollout backend's ``drain_metrics``, where it has one) rides on training records.
     """
 
-    def __init__(self, trainer: TrainerBase):
-        self.trainer = trainer
+    def __init__(
+        self,
+        args: Any,
+        dist: Any,
+        state: RunState,
+        timing: PhaseTimer,
+        *,
+        algorithm: str,
+        progress_unit: str = "item",
+        progress_metric: str = "reward",
+        idle_throughput: bool = False,
+    ):
+        self.args, self.dist, self.state, self.timing = args, dist, state, timing
+        self.algorithm, self.progress_unit = algorithm, progress_unit
+        self.progress_metric, self.idle_throughput = progress_metric, idle_throughput
+        # The trainer's ``wandb_config`` as it was when the log opened.
+        self.wandb_config: dict | None = None
         self.logger: MetricLogger | None = None
         self.run_dir: str | None = None
         # The mean training reward of the latest collected batch (the progress bar shows it).
         self.last_reward_mean: float | None = None
         self.record_extras: list[Callable[[], dict[str, Any]]] = []
+        self.diagnostics: Callable[[], dict[str, float]] | None = None
         self._pending_completions: list[dict[str, Any]] | None = None
         self._announced = False
 
-    @property
-    def state(self) -> RunState:
-        """The run state whose env step records are logged at and whose marks it keeps."""
-        return self.trainer.run_state
-
     # ----------------------------------------------------------------- the logger
     def _default_run_dir(self) -> str:
-        t = self.trainer
-        out = t.args.output_dir
+        out = self.args.output_dir
         if out:
             return str(out)
-        if t.wandb_config and t.wandb_config.get("dir"):
-            return os.path.join(t.wandb_config["dir"], "comlrl")
+        if self.wandb_config and self.wandb_config.get("dir"):
+            return os.path.join(self.wandb_config["dir"], "comlrl")
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return os.path.join("runs", f"{t.algorithm_name.lower()}-{stamp}-{os.getpid()}")
+        return os.path.join("runs", f"{self.algorithm.lower()}-{stamp}-{os.getpid()}")
 
-    def ensure_logger(self) -> MetricLogger:
-        """The run's metric logger, built on first use."""
+    def open(
+        self, run_config: dict[str, Any] | None = None, wandb_config: dict | None = None
+    ) -> MetricLogger:
+        """The run's metric logger, built on the first call with ``run_config`` (the run's
+        description for the sinks that keep one, such as W&B's run config) and ``wandb_config``
+        (the W&B options, 1.4.3's ``wandb_config``; its ``dir`` also places the default run
+        directory). Later calls return the same logger and ignore both; use
+        :func:`open_run_log` where the trainer is at hand."""
         if self.logger is None:
-            t = self.trainer
+            self.wandb_config = wandb_config
             self.run_dir = self._default_run_dir()
             self.logger = MetricLogger(
                 self.run_dir,
-                wandb_config=t.wandb_config,
-                run_config=t.run_config(),
+                wandb_config=wandb_config,
+                run_config=dict(run_config or {}),
                 # The W&B run is named after its run directory unless wandb_config names it.
                 default_name=os.path.basename(os.path.normpath(self.run_dir)),
-                enabled=t.dist.is_main,
-                report_to=t.args.report_to,
+                enabled=self.dist.is_main,
+                report_to=self.args.report_to,
             )
         return self.logger
 
-    def announce_destinations(self) -> None:
+    def ensure_logger(self) -> MetricLogger:
+        """The run's metric logger (opened without a run description or W&B options when
+        nothing opened it yet: the loop and evaluation open it first, see
+        :func:`open_run_log`)."""
+        return self.logger if self.logger is not None else self.open()
+
+    def announce_destinations(self, verbose: bool = True) -> None:
         """Print where the run's metrics go (``metrics.jsonl`` and each sink ``report_to``
         chose), once per trainer, as the first line of its first ``train()`` call; silent on
-        ranks other than 0 and when the trainer is not verbose."""
-        t = self.trainer
+        ranks other than 0 and when the trainer is not ``verbose``."""
         logger = self.ensure_logger()
-        if self._announced or not t.dist.is_main or not getattr(t, "verbose", True):
+        if self._announced or not self.dist.is_main or not verbose:
             return
         self._announced = True
         from tqdm.auto import tqdm
 
-        chosen = t.args.report_to
+        chosen = self.args.report_to
         where = "; ".join(logger.destinations())
-        tqdm.write(f"{t.algorithm_name}: metrics go to {where} (report_to={chosen!r})", sys.stdout)
+        tqdm.write(f"{self.algorithm}: metrics go to {where} (report_to={chosen!r})", sys.stdout)
 
     # ----------------------------------------------------------------- records
     def note_saved_model(self, output_dir: Any) -> None:
@@ -125,27 +159,25 @@ class Reporting:
         keys: the values are averaged over ranks (``reduce=False``: log this rank's values as
         they are, which evaluation on rank 0 does) and only rank 0 writes them.
         """
-        t = self.trainer
         if self.record_extras:
             metrics = dict(metrics)
             for extra in self.record_extras:
                 metrics.update(extra())
-        if reduce and t.dist.is_distributed:
+        if reduce and self.dist.is_distributed:
             metrics = self.reduced(metrics)
         self.ensure_logger().log(metrics, self.state.environment_steps if step is None else step)
 
     def take_timings(self) -> dict[str, float]:
         """``timing/<phase>`` seconds and ``throughput/tokens_per_s`` since the previous
         training record; resets them."""
-        t = self.trainer
-        return t.timing.drain(idle_throughput=t.timing_idle_throughput)
+        return self.timing.drain(idle_throughput=self.idle_throughput)
 
     def log_due(self, step: int) -> bool:
         """The logging cadence of training records: the first one, then whenever the count of
         ``steps_unit`` is at least ``logging_steps`` past the last logged one (every record
         when it is <= 1). ``step`` is the record's env step, the count under
         ``steps_unit='env'``. Marks the count as logged when it is due."""
-        a, state = self.trainer.args, self.state
+        a, state = self.args, self.state
         if a.steps_unit == "optimizer":
             step = step_count(a.steps_unit, state)
         every, last = a.logging_steps, state.log_mark
@@ -157,30 +189,22 @@ class Reporting:
     def log_record(self, metrics: dict[str, float], step: int | None = None) -> None:
         """Log a training record with the timings since the previous one (no cadence: for
         records of work that happens once, such as sampling a stage's preference data)."""
-        self.log_metrics({**metrics, **self.take_timings(), **self.backend_metrics()}, step)
+        diagnostics = self.diagnostics() if self.diagnostics is not None else {}
+        self.log_metrics({**metrics, **self.take_timings(), **diagnostics}, step)
 
-    def backend_metrics(self) -> dict[str, float]:
-        """The rollout backend's diagnostics since the previous record (e.g. vLLM's
-        ``rollout/logprob_abs_diff``); backends without ``drain_metrics`` have none."""
-        drain = getattr(getattr(self.trainer, "rollout_backend", None), "drain_metrics", None)
-        return drain() if drain is not None else {}
-
-    def log_update(self, samples: Any, metrics: dict[str, float] | None, step: int) -> bool:
-        """Log an update's ``metrics`` (None: the update was skipped) together with, where the
-        update's samples are a rollout record, its rewards, returns and KL per turn (taken
-        over what the trainer's ``turn_metrics_over`` says,
-        :func:`~comlrl.core.rewards.reward_metrics.turn_metrics`) and each agent's own reward per turn
-        (:func:`~comlrl.core.rewards.reward_metrics.record_reward_metrics`), and the monitors' values
-        of the update (:mod:`comlrl.core.monitors`, which also watch them)."""
-        if metrics is not None:
-            over = getattr(self.trainer, "turn_metrics_over", None)
-            per_turn = turn_metrics(samples, over, self.trainer.args)
-            metrics = {**per_turn, **metrics, **record_reward_metrics(samples)}
-        metrics = self.trainer.monitors.after_update(samples, metrics, step)
-        return self.log_training(metrics, step)
+    def with_record_metrics(
+        self, samples: Any, metrics: dict[str, float], over: str | None
+    ) -> dict[str, float]:
+        """An update's ``metrics`` with, where the update's samples are a rollout record, its
+        rewards, returns and KL per turn (taken ``over`` what the family says,
+        :func:`~comlrl.core.rewards.reward_metrics.turn_metrics`) and each agent's own reward
+        per turn (:func:`~comlrl.core.rewards.reward_metrics.record_reward_metrics`)."""
+        per_turn = turn_metrics(samples, over, self.args)
+        return {**per_turn, **metrics, **record_reward_metrics(samples)}
 
     def log_training(self, metrics: dict[str, float] | None, step: int) -> bool:
-        """Log an update's ``metrics`` with the timings when the cadence says so."""
+        """Log an update's ``metrics`` (None: the update was skipped) with the timings when the
+        cadence says so, and the completions offered since the previous record."""
         if metrics is None or not self.log_due(step):
             return False
         self.log_record(metrics, step)
@@ -189,13 +213,13 @@ class Reporting:
 
     def reduced(self, metrics: dict[str, Any]) -> dict[str, float]:
         """``metrics`` averaged over ranks; ranks that log different keys fail loudly."""
-        return mean_over_ranks(metrics, self.trainer.dist, self.state.environment_steps)
+        return mean_over_ranks(metrics, self.dist, self.state.environment_steps)
 
     # ----------------------------------------------------------------- completions
     @property
     def completion_rows_per_log(self) -> int:
         """How many rows each training log record gets (0: completions are not logged)."""
-        return self.trainer.args.log_completions
+        return self.args.log_completions
 
     def offer_completions(self, make_rows: Callable[[], Sequence[dict[str, Any]]]) -> None:
         """Offer the rows of a collected batch (see :mod:`comlrl.core.logging.completions`);
@@ -203,7 +227,7 @@ class Reporting:
         when completions are logged on this process, so a run that does not log them pays
         nothing."""
         count = self.completion_rows_per_log
-        if count <= 0 or not self.trainer.dist.is_main:
+        if count <= 0 or not self.dist.is_main:
             return
         self._pending_completions = spread(list(make_rows()), count)
 
@@ -214,24 +238,31 @@ class Reporting:
             self.logger.log_completions(rows, step)
 
     # ----------------------------------------------------------------- progress bars
-    def progress_bar(self, total: int, stage: int):
-        """The progress bar of ``stage``, labelled "<algorithm> <stage name> i/n" (silent on
-        ranks other than 0 and when the trainer is not verbose)."""
+    def progress_bar(
+        self, total: int, stage: int, stages: int, stage_label: str = "epoch", verbose: bool = True
+    ):
+        """The progress bar of ``stage`` of ``stages``, labelled "<algorithm> <stage_label>
+        i/n" (silent on ranks other than 0 and when the trainer is not ``verbose``)."""
         from tqdm.auto import tqdm
 
-        t = self.trainer
         return tqdm(
             total=total,
-            desc=f"{t.algorithm_name} {t.stage_label} {stage + 1}/{t.num_stages()}",
-            unit=t.progress_unit,
-            disable=not getattr(t, "verbose", True) or not t.dist.is_main,
+            desc=f"{self.algorithm} {stage_label} {stage + 1}/{stages}",
+            unit=self.progress_unit,
+            disable=not verbose or not self.dist.is_main,
             dynamic_ncols=True,
         )
 
     def update_progress(self, bar) -> None:
         """Show the latest training reward on the bar, under the family's ``progress_metric``."""
         if self.last_reward_mean is not None:
-            t = self.trainer
             step = self.state.environment_steps
-            postfix = {t.progress_metric: f"{self.last_reward_mean:.3f}", "env_step": step}
+            postfix = {self.progress_metric: f"{self.last_reward_mean:.3f}", "env_step": step}
             bar.set_postfix(postfix, refresh=False)
+
+
+def open_run_log(trainer: TrainerBase) -> MetricLogger:
+    """Open ``trainer``'s metric logger with its ``run_config()`` and its ``wandb_config`` as
+    they are now (a script may set ``wandb_config`` after building the trainer, as 1.4.3
+    scripts do); the same logger once it is open."""
+    return trainer.reporting.open(trainer.run_config(), trainer.wandb_config)

@@ -17,6 +17,7 @@ import torch
 
 from comlrl.core.logging.completions import tree_rows
 from comlrl.core.logging.console import print_completions_table
+from comlrl.core.logging.reporting import open_run_log
 from comlrl.core.rewards.reward_metrics import agent_reward_metrics
 from comlrl.core.rollout import rollouts
 
@@ -43,12 +44,13 @@ def evaluate(trainer: TrainerBase, num_eval_samples: int | None = None) -> dict[
             metrics = trainer.eval_metrics(items)
         # The eval record also carries the monitors' train/eval gap.
         gaps = trainer.monitors.after_eval(metrics)
+        open_run_log(trainer)
         trainer.reporting.log_metrics({**metrics, **gaps}, reduce=False)
         step = trainer.run_state.environment_steps
         if getattr(a, "show_eval_sample", False):
             show_sample(getattr(trainer, "last_eval_sample", None), step)
         rows = getattr(trainer, "console_completions", 0)
-        if rows > 0 and getattr(trainer, "verbose", True) and trainer.dist.is_main:
+        if rows > 0 and trainer.verbose and trainer.dist.is_main:
             episodes = getattr(trainer, "last_eval_episodes", None) or []
             print_completions_table(episodes[:rows], step)
         return metrics

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from comlrl.core.distributed import barrier, shard_range
+from comlrl.core.logging.reporting import open_run_log
 from comlrl.core.loop.epoch_order import epoch_items
 from comlrl.core.loop.final_eval import final_evaluation_wanted
 from comlrl.core.loop.run_state import RunState
@@ -109,8 +110,7 @@ def run_unit(trainer: TrainerBase, unit: Any) -> None:
     if buffer is None:
         with trainer.timing.phase("update"):
             metrics = trainer.update(batch)
-        step = trainer.run_state.environment_steps
-        trainer.reporting.log_update(getattr(batch, "samples", None), metrics, step)
+        report_update(trainer, getattr(batch, "samples", None), metrics)
         return
     for entry in batch.entries:
         if entry.metrics:
@@ -128,7 +128,21 @@ def flush(trainer: TrainerBase, buffer: RolloutBuffer) -> None:
     with trainer.timing.phase("update"):
         metrics = trainer.update(experience)
     buffer.clear()
-    trainer.reporting.log_update(experience.samples, metrics, experience.step)
+    report_update(trainer, experience.samples, metrics, experience.step)
+
+
+def report_update(
+    trainer: TrainerBase, samples: Any, metrics: dict[str, float] | None, step: int | None = None
+) -> None:
+    """Log an update's ``metrics`` (None: the update was skipped) at ``step`` (default: the
+    current env step) with its record's per-turn and per-agent metrics, after the monitors
+    (:mod:`comlrl.core.monitors`) watched them and added their values."""
+    if step is None:
+        step = trainer.run_state.environment_steps
+    if metrics is not None:
+        metrics = trainer.reporting.with_record_metrics(samples, metrics, trainer.turn_metrics_over)
+    metrics = trainer.monitors.after_update(samples, metrics, step)
+    trainer.reporting.log_training(metrics, step)
 
 
 def drain(trainer: TrainerBase) -> None:
@@ -185,7 +199,7 @@ class TrainingLoop:
 
         session, state = self.session, self.state
         t.get_train_dataloader()
-        logger = t.reporting.ensure_logger()
+        logger = open_run_log(t)
         logger.reopen()
         state.start_call()
         start_stage, start_pos = session.restore(t)
@@ -194,7 +208,7 @@ class TrainingLoop:
             seed_everything(t.args.seed + t.dist.rank)
         with preserved_rng():  # opening a sink's run (W&B) must not change the trajectory
             logger.start(resume_id=session.wandb_run_id)
-        t.reporting.announce_destinations()
+        t.reporting.announce_destinations(t.verbose)
         sharded = t.sync.sharded
         try:
             with stop_on_signals(state), sharded.training() if sharded else nullcontext():
@@ -233,7 +247,8 @@ class TrainingLoop:
             state.global_batch += 1
             session.save(t, reason)
         state.stage_size = len(units)
-        bar = t.reporting.progress_bar(sum(span_of(u) for u in units), stage)
+        total = sum(span_of(u) for u in units)
+        bar = t.reporting.progress_bar(total, stage, t.num_stages(), t.stage_label, t.verbose)
         bar.update(pos)
         done = 0
         for unit in units:
