@@ -9,7 +9,7 @@ Each run follows the benchmark protocol (:mod:`benchmarks.portable.protocol`: a 
 items, then a fresh trainer under the timer, one torch thread) and adds up the process CPU time
 spent inside a few functions (plain wrappers, no profiler, so Python-heavy code is not
 inflated as under ``cProfile``): on our side decoding (``sample_rows``), the update
-(``update_policies``), its forwards and backwards (``accumulate_gradients``) and the backward
+(``MAGRPOTrainer.update``), its forwards and backwards (``accumulate_gradients``) and the backward
 calls alone; on the plain side ``generate`` with its detokenization, the update (its ``_step``),
 the backward calls and AdamW. ``other`` is the rest of the run (rewards, records, bookkeeping).
 The printed table gives the median of each phase.
@@ -58,12 +58,12 @@ def _child(side: str, size: str) -> None:
     _timed(torch.Tensor, "backward", "backward", acc)
     if side == "ours":
         import comlrl.core.rollout.generation as generation
-        import comlrl.core.training.policy_update as policy_update
         import comlrl.core.training.train_step as train_step
         from benchmarks.ours import magrpo_builder
+        from comlrl.reinforce.magrpo import MAGRPOTrainer
 
         _timed(generation, "sample_rows", "decode", acc)
-        _timed(policy_update, "update_policies", "update", acc)
+        _timed(MAGRPOTrainer, "update", "update", acc)
         _timed(train_step, "accumulate_gradients", "forward+backward", acc)
         build = magrpo_builder(spec, tempfile.mkdtemp(prefix="comlrl-phases-"))
     else:

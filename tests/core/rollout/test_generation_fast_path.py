@@ -1,5 +1,6 @@
-"""The compacting decoder samples exactly what ``model.generate`` samples, and the length-sorted
-micro-batches cover every row once within the token budget."""
+"""The compacting decoder samples exactly what ``model.generate`` samples (its draw is
+``multinomial``'s, bit for bit), and the length-sorted micro-batches cover every row once within
+the token budget."""
 
 import pytest
 import torch
@@ -46,6 +47,55 @@ def test_compacting_decoder_matches_generate(arch, params, monkeypatch):
     if params.do_sample and not params.extra:
         lengths = {len(c) for s in fast for c in s.completion_ids}
         assert len(lengths) > 1, "rows should stop at different lengths for this test to bite"
+
+
+@pytest.mark.parametrize("vocab", [320, 4096])
+def test_the_draw_is_multinomials_bit_for_bit(vocab):
+    """``draw_rows`` draws ``multinomial``'s tokens from the same random numbers, with warped
+    rows (zeros) and placeholder rows, under the process generator and a given one; the
+    generators end in the same state."""
+    from comlrl.core.rollout.decoding import draw_rows
+
+    for seed in range(30):
+        logits = torch.randn(48, vocab, generator=torch.Generator().manual_seed(1000 + seed)) * 3
+        logits[::3, vocab // 2 :] = float("-inf")  # top-k/top-p style masked tails
+        probs = logits.softmax(-1)
+        probs[5] = 0.0
+        probs[5, 0] = 1.0  # a row that left the batch
+        mine, theirs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        drawn = draw_rows(probs, mine)
+        assert torch.equal(drawn, torch.multinomial(probs, 1, generator=theirs).squeeze(1))
+        assert drawn[5] == 0
+        assert torch.equal(torch.rand(3, generator=mine), torch.rand(3, generator=theirs))
+    torch.manual_seed(7)
+    drawn = draw_rows(probs)
+    torch.manual_seed(7)
+    assert torch.equal(drawn, torch.multinomial(probs, 1).squeeze(1))
+
+
+def test_the_draw_refuses_what_multinomial_refuses():
+    from comlrl.core.rollout.decoding import draw_rows
+
+    bad = torch.full((2, 8), 0.125)
+    bad[1, 3] = float("nan")
+    with pytest.raises(RuntimeError, match="inf`, `nan` or element < 0"):
+        draw_rows(bad)
+    with pytest.raises(RuntimeError, match="sum of probabilities"):
+        draw_rows(torch.zeros(2, 8))
+
+
+def test_rows_end_at_their_first_eos():
+    from comlrl.core.rollout.decoding import through_first_eos
+
+    drawn = torch.tensor([[5, 2, 9, 2], [5, 6, 7, 8], [3, 5, 5, 5], [1, 1, 1, 1]])
+    rows = through_first_eos(drawn, torch.tensor([2, 3]))
+    assert rows == [[5, 2], [5, 6, 7, 8], [3], [1, 1, 1, 1]]
+    assert through_first_eos(drawn[:, :2], torch.tensor([], dtype=torch.long)) == [
+        [5, 2],
+        [5, 6],
+        [3, 5],
+        [1, 1],
+    ]
 
 
 def test_min_new_tokens_holds_eos_back():
