@@ -232,6 +232,8 @@ class DirectSteps:
             self.buffers.append((keys, values))
         self.mask = torch.cat([mask, mask.new_ones((mask.shape[0], max_new))], dim=1).bool()
         self.padded = not bool(self.mask.all())
+        # SDPA turns a boolean mask into this additive one on every call; built once here.
+        self.bias = self._additive(self.mask, ref_dtype=self.buffers[0][0].dtype)
         top = int(positions.max()) + max_new + 1
         ref = self.buffers[0][0]
         cos, sin = inner.rotary_emb(ref, torch.arange(top, device=ref.device)[None])
@@ -242,6 +244,13 @@ class DirectSteps:
         self.buffers = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.buffers]
         self.mask = self.mask[keep]
         self.padded = not bool(self.mask.all())
+        self.bias = self.bias[keep]
+
+    @staticmethod
+    def _additive(mask: torch.Tensor, ref_dtype: torch.dtype) -> torch.Tensor:
+        """0 where ``mask`` attends and -inf elsewhere, in the attention's dtype."""
+        bias = torch.zeros(mask.shape, dtype=ref_dtype, device=mask.device)
+        return bias.masked_fill_(~mask, float("-inf"))
 
     def __call__(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """The next-token logits (float) after feeding ``tokens`` at ``positions``."""
@@ -253,8 +262,10 @@ class DirectSteps:
         sin = self.sin[positions][:, None, None, :]
         # transformers passes no mask when nothing is padded (SDPA then handles GQA itself),
         # and otherwise folds the query heads of a KV head into the query length.
-        mask = self.mask[:, None, None, : col + 1] if self.padded else None
-        hidden = F.embedding(tokens, self.embedding)[:, None, :]
+        mask = self.bias[:, None, None, : col + 1] if self.padded else None
+        # One query position: rows x hidden, which F.linear multiplies as the 3-D
+        # [rows, 1, hidden] of forward (the same matrix product) without reshaping around it.
+        hidden = F.embedding(tokens, self.embedding)
         for layer, (keys, values) in zip(self.layers, self.buffers):
             x = _rms(hidden, *layer.input_norm)
             q = F.linear(x, *layer.q).view(rows, 1, heads, dim)
@@ -275,13 +286,13 @@ class DirectSteps:
                 out = F.scaled_dot_product_attention(
                     q, k_all, v_all, attn_mask=mask, scale=layer.scaling
                 )
-            out = out.reshape(rows, heads, 1, dim).transpose(1, 2).reshape(rows, 1, heads * dim)
+            out = out.reshape(rows, heads * dim)
             hidden = hidden + F.linear(out, *layer.o)
             x = _rms(hidden, *layer.post_norm)
             gate = layer.act(F.linear(x, *layer.gate))
             hidden = hidden + F.linear(gate * F.linear(x, *layer.up), *layer.down)
         hidden = _rms(hidden, *self.final_norm)
-        return F.linear(hidden[:, -1], *self.head).float()
+        return F.linear(hidden, *self.head).float()
 
 
 def _probe(model) -> bool:
