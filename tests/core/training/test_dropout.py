@@ -41,3 +41,16 @@ def test_the_rates_come_back_after_an_error():
             assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
             raise RuntimeError("inside")
     assert [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)] == rates
+
+
+def test_rates_are_read_on_every_entry():
+    """The modules holding rates are found once per model; the rates themselves are read on
+    every entry, so a rate changed between two scopes is switched off and restored as it is."""
+    model, _ = tiny_pair(arch="gpt2")
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    with dropout_off(model):
+        assert all(m.p == 0.0 for m in drops)
+    drops[0].p = 0.4
+    with dropout_off(model):
+        assert all(m.p == 0.0 for m in drops)
+    assert drops[0].p == 0.4 and all(m.p == 0.1 for m in drops[1:])

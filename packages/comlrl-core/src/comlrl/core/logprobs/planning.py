@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -229,9 +230,26 @@ def bins_first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
     return bins
 
 
+# Weight counts per model, kept while the model lives: the planner prices every log-prob call
+# by them, and walking every parameter of the module tree each time was a visible share of a
+# small model's update. The counts only price plans, so a model changed in place after its
+# first plan keeps its first price.
+_COUNTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _weight_counts(model) -> tuple[int, int, int, bool]:
     """``model``'s parameter count, its output head's and its input table's (0 where absent),
     and whether the two share one weight."""
+    try:
+        return _COUNTS[model]
+    except KeyError:
+        counts = _COUNTS[model] = _count_weights(model)
+        return counts
+    except TypeError:  # an object that cannot be weakly referenced: counted each time
+        return _count_weights(model)
+
+
+def _count_weights(model) -> tuple[int, int, int, bool]:
     head = model.get_output_embeddings()
     table = model.get_input_embeddings()
     tied = head is not None and table is not None and head.weight is table.weight

@@ -10,6 +10,7 @@ as gradient checkpointing, which the gradient passes need.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,16 +32,13 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     body or reference) holds the shared model as a plain attribute, outside its own
     ``modules()``: the scope reaches that model, so its LoRA dropout is off too.
     """
-    saved: list[tuple[object, str, float]] = []
     shared = shared_base_of(model)
-    for module in (shared.model if shared is not None else model).modules():
-        if isinstance(module, nn.modules.dropout._DropoutNd):
-            saved.append((module, "p", module.p))
-            continue
-        for name in _RATE_ATTRIBUTES:
-            rate = module.__dict__.get(name)
-            if isinstance(rate, float) and not isinstance(rate, bool) and rate > 0:
-                saved.append((module, name, rate))
+    root = shared.model if shared is not None else model
+    saved = [
+        (owner, name, rate)
+        for owner, name in _rate_holders(root)
+        if isinstance(rate := getattr(owner, name), float) and rate > 0
+    ]
     try:
         for owner, name, _ in saved:
             setattr(owner, name, 0.0)
@@ -48,3 +46,32 @@ def dropout_off(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for owner, name, rate in saved:
             setattr(owner, name, rate)
+
+
+# The modules and attribute names that hold a dropout rate, per model, found once: walking every
+# module of the tree on each scoring call was a visible share of a small model's update. Rates
+# are read afresh on every entry; a model restructured in place after its first scope (modules
+# added) keeps its first list.
+_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _rate_holders(root: nn.Module) -> list[tuple[object, str]]:
+    """(module, attribute) pairs of ``root``'s tree that hold a float dropout rate: the ``p``
+    of every :class:`torch.nn.Dropout`-like module and the float rates of ``_RATE_ATTRIBUTES``."""
+    found = _HOLDERS.get(root)
+    if found is None:
+        found = _HOLDERS[root] = _find_rate_holders(root)
+    return found
+
+
+def _find_rate_holders(root: nn.Module) -> list[tuple[object, str]]:
+    found: list[tuple[object, str]] = []
+    for module in root.modules():
+        if isinstance(module, nn.modules.dropout._DropoutNd):
+            found.append((module, "p"))
+            continue
+        for name in _RATE_ATTRIBUTES:
+            rate = module.__dict__.get(name)
+            if isinstance(rate, float) and not isinstance(rate, bool):
+                found.append((module, name))
+    return found
