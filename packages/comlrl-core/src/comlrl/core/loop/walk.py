@@ -249,34 +249,33 @@ class TrainingLoop:
         state.stage_size = len(units)
         total = sum(span_of(u) for u in units)
         bar = t.reporting.progress_bar(total, stage, t.num_stages(), t.stage_label, t.verbose)
-        bar.update(pos)
-        done = 0
-        for unit in units:
-            if done < pos:
+        with bar:  # closed on every way out, an error included
+            bar.update(pos)
+            done = 0
+            for unit in units:
+                if done < pos:
+                    done += span_of(unit)
+                    continue
+                if max_steps_reached(t.args, state):
+                    break
+                if isinstance(unit, ItemBatch):
+                    unit = materialize(t, unit)
+                if t.evaluation_due(unit) and t.dist.is_main:
+                    t.evaluate()
+                run_unit(t, unit)
                 done += span_of(unit)
-                continue
-            if max_steps_reached(t.args, state):
-                break
-            if isinstance(unit, ItemBatch):
-                unit = materialize(t, unit)
-            if t.evaluation_due(unit) and t.dist.is_main:
-                t.evaluate()
-            run_unit(t, unit)
-            done += span_of(unit)
-            state.global_batch += 1
-            state.cursor = (stage, done)
-            bar.update(span_of(unit))
-            t.reporting.update_progress(bar)
-            if state.stop_requested:
-                bar.close()
-                self._stop_after_signal(t)
-                return False
-            session.after_batch(t)
-            if self._monitor_stop(t):
-                bar.close()
-                state.stage_size = None
-                return False
-        bar.close()
+                state.global_batch += 1
+                state.cursor = (stage, done)
+                bar.update(span_of(unit))
+                t.reporting.update_progress(bar)
+                if state.stop_requested:
+                    bar.close()
+                    self._stop_after_signal(t)
+                    return False
+                session.after_batch(t)
+                if self._monitor_stop(t):
+                    state.stage_size = None
+                    return False
         # max_steps ends the run where it is: the buffer's remainder would be one more step.
         stopped = max_steps_reached(t.args, state)
         if not stopped:
