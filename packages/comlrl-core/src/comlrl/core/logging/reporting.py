@@ -80,8 +80,6 @@ class Reporting:
         self.args, self.dist, self.state, self.timing = args, dist, state, timing
         self.algorithm, self.progress_unit = algorithm, progress_unit
         self.progress_metric, self.idle_throughput = progress_metric, idle_throughput
-        # The trainer's ``wandb_config`` as it was when the log opened.
-        self.wandb_config: dict | None = None
         self.logger: MetricLogger | None = None
         self.run_dir: str | None = None
         # The mean training reward of the latest collected batch (the progress bar shows it).
@@ -92,12 +90,12 @@ class Reporting:
         self._announced = False
 
     # ----------------------------------------------------------------- the logger
-    def _default_run_dir(self) -> str:
+    def _default_run_dir(self, wandb_config: dict | None) -> str:
         out = self.args.output_dir
         if out:
             return str(out)
-        if self.wandb_config and self.wandb_config.get("dir"):
-            return os.path.join(self.wandb_config["dir"], "comlrl")
+        if wandb_config and wandb_config.get("dir"):
+            return os.path.join(wandb_config["dir"], "comlrl")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return os.path.join("runs", f"{self.algorithm.lower()}-{stamp}-{os.getpid()}")
 
@@ -110,8 +108,7 @@ class Reporting:
         directory). Later calls return the same logger and ignore both; use
         :func:`open_run_log` where the trainer is at hand."""
         if self.logger is None:
-            self.wandb_config = wandb_config
-            self.run_dir = self._default_run_dir()
+            self.run_dir = self._default_run_dir(wandb_config)
             self.logger = MetricLogger(
                 self.run_dir,
                 wandb_config=wandb_config,
